@@ -1,0 +1,59 @@
+# Parallelism, Rebuilt: `make book` builds the executed HTML book, `make test` runs every test.
+# Both create .venv on first use. Override the Python or torch with e.g.
+#   make book PYTHON=python3.12 TORCH_SPEC="torch==2.5.1"
+# A kernel that already has torch (a GPU box, Colab) keeps its own: TORCH_SPEC is only used when the venv
+# has no torch yet.
+
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.installed
+
+# Notebook kernels: use the kernelspec installed inside the venv, never a user-level one left elsewhere.
+export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: all book test test-unit test-notebooks browser-check strip clean venv bench
+
+all: test book
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (book)" >/dev/null
+	touch $(STAMP)
+
+# The executed, strict HTML book: clean (--all), every warning an error, broken references too.
+book: $(STAMP)
+	rm -rf _build/.doctrees _build/html/reports
+	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+
+# Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells).
+test: $(STAMP)
+	$(PY) -m pytest tests book
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests
+
+test-notebooks: $(STAMP)
+	$(PY) -m pytest book
+
+# Opens the built book in headless Chromium: no JavaScript errors, every plotly figure drew an SVG.
+browser-check: $(STAMP)
+	$(PY) tools/browser_check.py _build/html --screenshots _build/screenshots
+
+# Strip outputs from every chapter except cells tagged keep_output.
+strip: $(STAMP)
+	$(VENV)/bin/nbstripout --keep-count --extra-keys "metadata.papermill cell.metadata.papermill metadata.widgets" book/*/*.ipynb
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf _build

@@ -1,0 +1,1 @@
+"""Part I: device placement (environment, executors, placer, REINFORCE, evaluation)."""

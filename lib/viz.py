@@ -1,0 +1,147 @@
+"""Plotly set-up that renders in the built book, the house palette, and frame-slider helpers.
+
+Plotly >= 6 emits only ``application/vnd.plotly.v1+json`` under nbclient/papermill, which myst-nb drops,
+so a figure silently vanishes from the HTML. ``show`` instead displays the figure's own HTML (plotly.js from
+the CDN, a stable ``div_id`` so outputs are deterministic) and, in a live Jupyter front end, the same HTML
+works as well. Used in: every chapter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+#: The house palette: one colour per role, used by every chapter so a reader learns it once.
+PALETTE: Mapping[str, str] = {
+    "primary": "#2E6FBA",   # our result / the main series
+    "secondary": "#E07B39",  # the comparison / a baseline
+    "good": "#3B9C5A",      # kept work, a win
+    "bad": "#C8453B",       # lost work, out of memory, a loss
+    "neutral": "#8A8F98",   # context, reference lines
+    "accent": "#7A5BB5",    # a highlighted choice (the reader's setting, a chosen plan)
+    "light": "#D9E3F0",
+}
+
+#: A qualitative sequence for devices, strategies or runs (device 0, 1, 2, ...).
+SEQUENCE: Sequence[str] = (
+    "#2E6FBA", "#E07B39", "#3B9C5A", "#C8453B", "#7A5BB5", "#B8860B", "#1B9AAA", "#8A8F98",
+)
+
+_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+def layout(fig, title: str | None = None, height: int = 420):
+    """Apply the house layout (white background, readable fonts, legend on top) and return ``fig``."""
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin=dict(l=60, r=20, t=60 if title else 30, b=50),
+        font=dict(family="Helvetica, Arial, sans-serif", size=13),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        colorway=list(SEQUENCE),
+    )
+    if title:
+        fig.update_layout(title=dict(text=title, x=0, xanchor="left"))
+    return fig
+
+
+def to_html(fig, div_id: str) -> str:
+    """The figure as an HTML fragment that loads plotly.js from the CDN, with a stable element id.
+
+    ``div_id`` must be unique on its page and start with a letter (it becomes an HTML id).
+    """
+    if not isinstance(div_id, str) or not _ID_RE.match(div_id):
+        raise ValueError(f"div_id must start with a letter and use letters, digits, '_' or '-'; got {div_id!r}")
+    return fig.to_html(
+        include_plotlyjs="cdn",
+        include_mathjax=False,
+        full_html=False,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+class PlotlyHTML:
+    """A displayable wrapper: Jupyter shows ``_repr_html_``, the book keeps it as ``text/html``."""
+
+    def __init__(self, html: str):
+        self.html = html
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def show(fig, div_id: str):
+    """Display ``fig`` so that it appears in a live notebook *and* in the built HTML book.
+
+    Returns None, so a cell ending in ``show(...)`` does not display the figure a second time.
+    """
+    from IPython.display import display
+
+    display(PlotlyHTML(to_html(fig, div_id)))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One precomputed state of a slider figure: its label and the traces' new data."""
+
+    label: str
+    data: list  # list of plotly traces (same count and order as the base figure's)
+    title: str | None = None
+
+
+def frames_figure(
+    frames: Sequence[Frame],
+    slider_label: str,
+    active: int = 0,
+    base_layout: Mapping[str, Any] | None = None,
+):
+    """A figure with one slider over precomputed ``frames``: interactive in static HTML, no kernel needed.
+
+    Every frame must carry the same number of traces; the figure starts on ``frames[active]``.
+    Used in: the stragglers chapter (GPUs, interval, backups sliders) and wherever a parameter is swept.
+    """
+    import plotly.graph_objects as go
+
+    if not frames:
+        raise ValueError("frames_figure needs at least one frame; got none")
+    n_traces = len(frames[0].data)
+    for f in frames:
+        if len(f.data) != n_traces:
+            raise ValueError(
+                f"every frame needs {n_traces} traces like the first; frame {f.label!r} has {len(f.data)}"
+            )
+    if not 0 <= active < len(frames):
+        raise ValueError(f"active must be in [0, {len(frames) - 1}]; got {active}")
+
+    start = frames[active]
+    fig = go.Figure(data=list(start.data), layout=dict(base_layout or {}))
+    fig.frames = [
+        go.Frame(data=list(f.data), name=f.label, layout=dict(title=dict(text=f.title)) if f.title else None)
+        for f in frames
+    ]
+    steps = [
+        dict(
+            method="animate",
+            label=f.label,
+            args=[[f.label], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))],
+        )
+        for f in frames
+    ]
+    fig.update_layout(
+        sliders=[dict(active=active, currentvalue=dict(prefix=f"{slider_label}: "), pad=dict(t=50), steps=steps)]
+    )
+    if start.title:
+        fig.update_layout(title=dict(text=start.title, x=0, xanchor="left"))
+    return fig
+
+
+def sweep_frames(
+    values: Iterable[Any],
+    make_traces: Callable[[Any], list],
+    label: Callable[[Any], str] = str,
+    title: Callable[[Any], str] | None = None,
+) -> list[Frame]:
+    """Build frames by calling ``make_traces(v)`` for every slider value ``v`` (a precomputed sweep)."""
+    return [Frame(label=label(v), data=make_traces(v), title=title(v) if title else None) for v in values]

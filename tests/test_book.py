@@ -1,0 +1,29 @@
+"""lib.book: provenance labels and the run-mode choice."""
+
+import pytest
+
+from lib import book
+
+
+def test_labels_name_their_source():
+    assert book.measured("cuda:0 (NVIDIA H200)") == "measured on cuda:0 (NVIDIA H200)"
+    assert "4xT4-pcie" in book.simulated("4xT4-pcie") and book.simulated("x").startswith("simulated")
+    assert book.quoted("the seed").startswith("quoted")
+
+
+@pytest.mark.parametrize(
+    "mode,n,need,want", [("auto", 0, 2, "sim"), ("auto", 1, 2, "sim"), ("auto", 4, 2, "real"), ("sim", 8, 2, "sim"), ("real", 2, 2, "real")]
+)
+def test_resolve_mode(mode, n, need, want):
+    assert book.resolve_mode(mode, n, need) == want
+
+
+def test_resolve_mode_errors():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        book.resolve_mode("gpu", 1, 1)
+    with pytest.raises(ValueError, match="needs at least 2"):
+        book.resolve_mode("real", 1, 2)
+
+
+def test_glue_outside_a_book_build_returns_the_value():
+    assert book.glue("x", 3.5) == 3.5

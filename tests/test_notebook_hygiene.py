@@ -1,0 +1,80 @@
+"""Chapters are committed stripped, except cells tagged keep_output; the check itself must catch strays."""
+
+import copy
+import glob
+import json
+import os
+
+import pytest
+
+from tools.check_stripped import check_paths, stray_outputs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHAPTERS = sorted(glob.glob(os.path.join(ROOT, "book", "**", "*.ipynb"), recursive=True))
+
+
+def _nb(cells):
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _code(outputs=(), tags=(), count=None):
+    return {
+        "cell_type": "code",
+        "metadata": {"tags": list(tags)},
+        "source": "print(1)",
+        "outputs": list(outputs),
+        "execution_count": count,
+    }
+
+
+STREAM = {"output_type": "stream", "name": "stdout", "text": "1\n"}
+
+
+def test_clean_notebook_passes():
+    assert stray_outputs(_nb([_code(), {"cell_type": "markdown", "metadata": {}, "source": "x"}])) == []
+
+
+def test_stray_output_is_caught():
+    problems = stray_outputs(_nb([_code(), _code(outputs=[STREAM], count=1)]))
+    assert len(problems) == 1 and "cell 1" in problems[0]
+
+
+def test_kept_oracle_cell_is_allowed():
+    assert stray_outputs(_nb([_code(outputs=[STREAM], tags=["keep_output", "nbval-check-output"], count=1)])) == []
+
+
+def test_execution_metadata_is_caught():
+    nb = _nb([_code()])
+    nb["metadata"]["papermill"] = {"parameters": {}}
+    assert any("papermill" in p for p in stray_outputs(nb))
+    nb2 = _nb([_code()])
+    nb2["metadata"]["widgets"] = {}
+    assert any("widgets" in p for p in stray_outputs(nb2))
+
+
+def test_check_paths_reports_a_stray_file(tmp_path):
+    good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
+    good.write_text(json.dumps(_nb([_code()])))
+    bad.write_text(json.dumps(_nb([_code(outputs=[STREAM], count=3)])))
+    assert list(check_paths([str(good), str(bad)])) == [str(bad)]
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "no chapter notebooks found under book/"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[os.path.relpath(p, ROOT) for p in CHAPTERS])
+def test_committed_chapters_are_stripped(path):
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    assert stray_outputs(nb) == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[os.path.relpath(p, ROOT) for p in CHAPTERS])
+def test_chapters_open_with_a_parameters_cell(path):
+    """Every chapter has exactly one code cell tagged 'parameters' (papermill injects after it)."""
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+    assert tagged[0]["cell_type"] == "code"

@@ -1,0 +1,61 @@
+"""Write a chapter notebook from a list of cells (so chapters are generated reproducibly and stripped).
+
+Usage from a script:
+
+    from tools.notebook import md, code, write_notebook
+    write_notebook("book/part/01_x.ipynb", "Title", [md("..."), code("...", tags=["parameters"])])
+
+The first cell is always the Colab set-up cell; the parameters cell should come right after the title.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import nbformat
+
+REPO_URL = "https://github.com/parallelism-rebuilt/parallelism-rebuilt"
+
+COLAB_CELL = f'''# On Colab: fetch this book at its own version and install it. Does nothing anywhere else.
+import sys
+if "google.colab" in sys.modules:
+    import os, subprocess
+    if not os.path.isdir("parallelism-rebuilt"):
+        subprocess.run(["git", "clone", "--depth", "1", "{REPO_URL}"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "parallelism-rebuilt"], check=True)
+    sys.path.insert(0, os.path.abspath("parallelism-rebuilt"))'''
+
+
+def md(source: str, tags=()):
+    cell = nbformat.v4.new_markdown_cell(source.strip("\n"))
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def code(source: str, tags=()):
+    cell = nbformat.v4.new_code_cell(source.strip("\n"))
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def write_notebook(path: str, cells: list, timeout_s: int = 600) -> None:
+    """Write a stripped notebook atomically (temp file + rename), Colab cell first."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code(COLAB_CELL, tags=["remove-cell"])] + list(cells)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["mystnb"] = {"execution_timeout": timeout_s}
+    for i, c in enumerate(nb.cells):
+        c["id"] = f"c{i:03d}"
+    nbformat.validate(nb)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".ipynb.tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(nb, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
