@@ -17,9 +17,13 @@ def measured(device: str) -> str:
     return f"measured on {device}"
 
 
-def simulated(profile: str) -> str:
-    """Label for a number predicted by a simulator or cost model with hardware profile ``profile``."""
-    return f"simulated with hardware profile {profile}"
+def simulated(profile: str, kind: str = "hardware profile") -> str:
+    """Label for a number predicted by a simulator or cost model.
+
+    ``kind`` says what ``profile`` names: a ``"hardware profile"`` from data/hardware/ (the default), or e.g.
+    ``"model"`` for an analytic model that has no hardware behind it (Part III).
+    """
+    return f"simulated with {kind} {profile}"
 
 
 def quoted(source: str) -> str:

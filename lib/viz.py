@@ -58,6 +58,7 @@ def to_html(fig, div_id: str) -> str:
         include_mathjax=False,
         full_html=False,
         div_id=div_id,
+        auto_play=False,  # a frames figure must not play through its frames on page load
         config={"displaylogo": False, "responsive": True},
     )
 

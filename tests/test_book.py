@@ -8,6 +8,7 @@ from lib import book
 def test_labels_name_their_source():
     assert book.measured("cuda:0 (NVIDIA H200)") == "measured on cuda:0 (NVIDIA H200)"
     assert "4xT4-pcie" in book.simulated("4xT4-pcie") and book.simulated("x").startswith("simulated")
+    assert book.simulated("straggler", kind="model") == "simulated with model straggler"
     assert book.quoted("the seed").startswith("quoted")
 
 

@@ -45,6 +45,12 @@ def test_frames_figure_builds_one_slider_step_per_frame():
     assert list(fig.data[0].y) == [0, 2]  # starts on the active frame
 
 
+def test_frames_figure_does_not_autoplay_in_html():
+    frames = viz.sweep_frames([1, 2], lambda k: [go.Scatter(x=[0, 1], y=[0, k])])
+    html = viz.to_html(viz.frames_figure(frames, "k"), "slider-a")
+    assert "Plotly.animate" not in html
+
+
 def test_frames_figure_rejects_inconsistent_frames():
     frames = [viz.Frame("a", [go.Scatter()]), viz.Frame("b", [go.Scatter(), go.Scatter()])]
     with pytest.raises(ValueError, match="traces"):

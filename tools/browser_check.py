@@ -66,6 +66,21 @@ def pages(html_root: str) -> list[str]:
     return roots + chapters
 
 
+def _router(base: str, plotly_js: bytes, aborted: list[str]):
+    """Serve the book from loopback, plotly.js from the installed package, and block everything else."""
+
+    def route(r, request=None):
+        url = r.request.url
+        if url.startswith(base):
+            return r.continue_()
+        if "cdn.plot.ly" in url and url.endswith(".js"):
+            return r.fulfill(status=200, content_type="application/javascript", body=plotly_js)
+        aborted.append(url)
+        return r.abort()
+
+    return route
+
+
 def check(html_root: str, shots: str | None) -> int:
     from playwright.sync_api import sync_playwright
 
@@ -80,16 +95,7 @@ def check(html_root: str, shots: str | None) -> int:
             aborted: list[str] = []
             page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
 
-            def route(r, aborted=aborted):
-                url = r.request.url
-                if url.startswith(base):
-                    return r.continue_()
-                if "cdn.plot.ly" in url and url.endswith(".js"):
-                    return r.fulfill(status=200, content_type="application/javascript", body=plotly_js)
-                aborted.append(url)
-                return r.abort()
-
-            page.route("**/*", route)
+            page.route("**/*", _router(base, plotly_js, aborted))
             resp = page.goto(f"{base}/{rel}", wait_until="load")
             if resp is None or resp.status != 200:
                 failures.append(f"{rel}: HTTP {resp.status if resp else 'no response'}")
@@ -112,7 +118,7 @@ def check(html_root: str, shots: str | None) -> int:
             nav_links = page.locator("nav.bd-docs-nav a.reference.internal").count()
             if shots:
                 os.makedirs(shots, exist_ok=True)
-                page.screenshot(path=os.path.join(shots, rel.replace("/", "__").replace(".html", ".png")), full_page=False)
+                page.screenshot(path=os.path.join(shots, rel.replace("/", "__").replace(".html", ".png")), full_page=True)
             status = "ok"
             if errors:
                 failures.append(f"{rel}: JavaScript errors: {errors[:3]}")
