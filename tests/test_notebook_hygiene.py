@@ -78,3 +78,51 @@ def test_chapters_open_with_a_parameters_cell(path):
     tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1
     assert tagged[0]["cell_type"] == "code"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[os.path.relpath(p, ROOT) for p in CHAPTERS])
+def test_chapters_start_with_the_current_colab_cell(path):
+    """The first cell installs the book on Colab at this version (regenerate with tools/build_*.py)."""
+    from tools.notebook import COLAB_CELL
+
+    with open(path, encoding="utf-8") as f:
+        first = json.load(f)["cells"][0]
+    assert "".join(first["source"]) == COLAB_CELL
+    assert "remove-cell" in first["metadata"].get("tags", [])
+
+
+def test_colab_cell_does_nothing_outside_colab(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    from tools.notebook import BOOK_VERSION, COLAB_CELL
+
+    import lib
+
+    assert BOOK_VERSION == lib.__version__ and f'BOOK_REF = "v{BOOK_VERSION}"' in COLAB_CELL
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("ran a command outside Colab"))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(COLAB_CELL, "colab-cell", "exec"), {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_colab_cell_clones_and_installs_on_colab(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+    import types
+
+    from tools.notebook import COLAB_CELL
+
+    calls = []
+
+    class Done:
+        returncode = 0
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **k: calls.append(cmd) or Done())
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(COLAB_CELL, "colab-cell", "exec"), {})
+    assert calls[0][:2] == ["git", "clone"] and "--branch" in calls[0]
+    assert calls[-1][-3:] == ["install", "-q", "-e", "parallelism-rebuilt"][-3:]
