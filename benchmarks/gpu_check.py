@@ -1,0 +1,302 @@
+"""The GPU check: real single-device steps, the out-of-memory recovery loop, and the simulator's error.
+
+One command, on any machine with a CUDA GPU (under 8 minutes on one GPU):
+
+    python benchmarks/gpu_check.py                     # presets ci, 49m, 163m on cuda:0
+    python benchmarks/gpu_check.py --presets 49m --oom-attempts 50
+
+For every preset it times the everything-on-``cuda:0`` training step with ``lib.placement.torch_env`` (the
+seed's protocol: 2 warm-up steps, median of 5, every device synchronised between phases), profiles every
+node's forward and backward on that GPU (the per-node profiler the simulator can use instead of its
+roofline), and simulates the same step with the matching hardware profile, once from datasheet figures and
+once from the measured node profile. Then it runs the out-of-memory recovery loop the seed's experiment C
+crashed in (about 200 recoveries): many steps under a memory cap too small for the model, each caught and
+charged, then one normal step to show the process is still healthy. The report goes to
+``data/runs/gpu_check_<host>_<utc>.json`` (written atomically) with the GPU, torch version and git commit.
+Without CUDA it prints why and exits 0 without measuring anything. Used in: Part I, chapter 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+#: GPU name fragment (as torch reports it) -> hardware profile in data/hardware.
+PROFILE_FOR_GPU = (("H200", "1xH200"), ("H100", "8xH100-nvlink"), ("A100", "4xA100-nvlink"), ("T4", "4xT4-pcie"))
+NO_CUDA_MESSAGE = "gpu_check: no CUDA device is visible to torch, so there is nothing to measure here."
+
+
+def profile_for_gpu(gpu_name: str) -> str | None:
+    """The hardware profile that describes a GPU called ``gpu_name``, or None when we have none."""
+    for fragment, profile in PROFILE_FOR_GPU:
+        if fragment.lower() in gpu_name.lower():
+            return profile
+    return None
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if out.returncode != 0:
+        return "unknown"
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def write_json_atomic(path: str, obj) -> None:
+    """Write ``obj`` as JSON to ``path`` through a temporary file in the same folder and a rename."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def report_path(out_dir: str, host: str | None = None, when: _dt.datetime | None = None) -> str:
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", host or socket.gethostname())[:60] or "host"
+    when = when or _dt.datetime.now(_dt.timezone.utc)
+    return os.path.join(out_dir, f"gpu_check_{host}_{when.strftime('%Y%m%dT%H%M%SZ')}.json")
+
+
+def profile_nodes(cfg, device: str = "cuda:0", repeats: int = 10, warmup: int = 3, device_name: str | None = None):
+    """Time every node's forward and backward in isolation on ``device`` (median of ``repeats``).
+
+    Inputs are the node's real inputs from one forward pass of the chain (detached, requiring grad like inside
+    the chain); the backward is seeded with ones. AdamW is timed over all parameters. CUDA events on a GPU,
+    the wall clock on a CPU. Returns a ``lib.placement.sim_env.NodeProfile`` for ``cfg``'s full batch.
+    """
+    import torch
+
+    from lib.gpt import build_model, random_batch
+    from lib.placement.sim_env import NodeProfile
+
+    dev = torch.device(device)
+    model = build_model(cfg, seed=0).to(dev)
+    g = model.graph
+    idx, tgt = (t.to(dev) for t in random_batch(cfg, seed=0))
+    outs, inputs = {}, {}
+    with torch.no_grad():
+        for n, mod in zip(g.nodes, model.nodes):
+            args = [idx] if n.op == "embedding" else [outs[p] for p in n.inputs]
+            if n.op == "loss":
+                args.append(tgt)
+            inputs[n.index] = args
+            outs[n.index] = mod(*args)
+    del outs
+    cuda = dev.type == "cuda"
+
+    def timed(fn):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            r = fn()
+            b.record()
+            torch.cuda.synchronize(dev)
+            return a.elapsed_time(b) / 1e3, r
+        t0 = time.perf_counter()
+        r = fn()
+        return time.perf_counter() - t0, r
+
+    fwd_s, bwd_s = [], []
+    for n, mod in zip(g.nodes, model.nodes):
+        f_times, b_times = [], []
+        for k in range(warmup + repeats):
+            args = [a.detach().requires_grad_(a.is_floating_point()) for a in inputs[n.index]]
+            tf, out = timed(lambda: mod(*args))
+            grad = None if out.dim() == 0 else torch.ones_like(out)
+            tb, _ = timed(lambda: out.backward(grad))
+            if k >= warmup:
+                f_times.append(tf)
+                b_times.append(tb)
+            del out, grad, args
+        fwd_s.append(statistics.median(f_times))
+        bwd_s.append(statistics.median(b_times))
+        model.zero_grad(set_to_none=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt_times = [timed(opt.step)[0] for _ in range(warmup + repeats)][warmup:]
+    n_params = sum(p.numel() for p in model.parameters())
+    name = device_name or (torch.cuda.get_device_name(dev) if cuda else "cpu")
+    del model, opt, inputs
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return NodeProfile(g.name, cfg.batch_size, name, tuple(fwd_s), tuple(bwd_s),
+                       statistics.median(opt_times) / n_params, f"profiled on {device} ({name})")
+
+
+def check_preset(preset: str, profile_name: str | None, repeats: int, log, device: str = "cuda:0",
+                 profile_repeats: int = 10, profile_warmup: int = 3) -> dict:
+    """Measure, profile and simulate the single-device step of one preset on ``device``."""
+    import torch
+
+    from lib import hardware as hw
+    from lib.gpt import preset as get_preset
+    from lib.placement.sim_env import SimPlacementEnv
+    from lib.placement.torch_env import TorchPlacementEnv
+
+    cfg = get_preset(preset)
+    t0 = time.perf_counter()
+    env = TorchPlacementEnv(cfg, [device])
+    single = [0] * env.n_nodes
+    ms = [env.measure(single) for _ in range(repeats)]
+    measured = statistics.median(m.step_s for m in ms)
+    peak = max(m.peak_mem_bytes[0] for m in ms)
+    row = {"preset": preset, "device": device, "measured_step_s": measured, "measured_steps_s": [m.step_s for m in ms],
+           "measured_phase_s": ms[len(ms) // 2].phase_s, "measured_peak_bytes": peak, "source": ms[0].source,
+           "oom": any(m.oom for m in ms)}
+    del env
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    prof = hw.load(profile_name) if profile_name else None
+    nodes = profile_nodes(cfg, device, profile_repeats, profile_warmup, prof.devices[0].name if prof else None)
+    row["node_profile"] = nodes.to_dict()
+    row["profiled_sum_s"] = sum(nodes.fwd_s) + sum(nodes.bwd_s) + nodes.optimizer_s_per_param * sum(
+        n.params for n in SimPlacementEnv(cfg, "cpu").graph.nodes)
+    if prof is not None:
+        sim = SimPlacementEnv(cfg, prof, sync_phases=True).measure(single)
+        sim_np = SimPlacementEnv(cfg, prof, sync_phases=True, node_profile=nodes).measure(single)
+        raw = SimPlacementEnv(cfg, prof, alloc_overhead=1.0).peak_memory(single)[0]
+        row.update(profile=prof.name, sim_step_s=sim.step_s, sim_phase_s=sim.phase_s,
+                   sim_error=(sim.step_s - measured) / measured, sim_node_profile_step_s=sim_np.step_s,
+                   sim_node_profile_error=(sim_np.step_s - measured) / measured,
+                   sim_peak_bytes=sim.peak_mem_bytes[0], sim_peak_raw_bytes=raw,
+                   sim_peak_error=(sim.peak_mem_bytes[0] - peak) / peak if peak else None)
+    row["wall_s"] = time.perf_counter() - t0
+    err = f"{row['sim_error']:+.1%}" if prof is not None else "n/a (no profile)"
+    log(f"  {preset:>5}: measured {measured * 1e3:8.2f} ms | simulated {row.get('sim_step_s', float('nan')) * 1e3:8.2f} ms"
+        f" ({err}) | from node profile {row.get('sim_node_profile_step_s', float('nan')) * 1e3:8.2f} ms"
+        f" | peak {peak / 2**30:.2f} GiB measured, {row.get('sim_peak_bytes', 0) / 2**30:.2f} GiB simulated"
+        f" | {row['wall_s']:.0f} s")
+    return row
+
+
+def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dict:
+    """Run ``attempts`` steps under a cap too small for the model, then one uncapped step.
+
+    On a CPU ``device`` the cap is torch_env's injected budget check, so the loop is testable without a GPU.
+    """
+    import torch
+
+    from lib.placement.sim_env import SimPlacementEnv
+    from lib.placement.torch_env import TorchPlacementEnv
+
+    from lib.placement.torch_env import T4_VISIBLE_BYTES
+
+    cuda = torch.device(device).type == "cuda"
+    total = torch.cuda.get_device_properties(device).total_memory if cuda else T4_VISIBLE_BYTES
+    allocated_now = (lambda: int(torch.cuda.memory_allocated(device))) if cuda else (lambda: 0)
+    need = SimPlacementEnv(preset, "cpu", alloc_overhead=1.0).peak_memory([0] * SimPlacementEnv(preset, "cpu").n_nodes)[0]
+    cap = max(1e-9, min(0.9, 0.5 * need / total))  # half of what the step needs: the model states still fit
+    t0 = time.perf_counter()
+    env = TorchPlacementEnv(preset, [device], mem_cap=cap, warmup=0, timed=1)
+    single = [0] * env.n_nodes
+    ooms, allocated, error = 0, [], None
+    try:
+        for k in range(attempts):
+            m = env.measure(single)
+            ooms += int(m.oom)
+            allocated.append(allocated_now())
+    except Exception as e:  # the seed's run died here ("CUDA launch failure"); record it, do not hide it
+        error = f"{type(e).__name__}: {e}"
+    del env
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    healthy_s = None
+    if error is None:
+        env = TorchPlacementEnv(preset, [device], mem_cap=None)  # also resets the memory fraction to 1
+        m = env.measure(single)
+        healthy_s = None if m.oom else m.step_s
+        del env
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    out = {"preset": preset, "device": device, "mem_cap": cap, "attempts": attempts, "ooms": ooms, "error": error,
+           "allocated_after_first_bytes": allocated[0] if allocated else None,
+           "allocated_after_last_bytes": allocated[-1] if allocated else None,
+           "allocated_max_bytes": max(allocated) if allocated else None,
+           "healthy_step_after_s": healthy_s, "wall_s": time.perf_counter() - t0}
+    log(f"  OOM loop ({preset}, cap {cap:.4f}): {ooms}/{attempts} caught, allocated after first "
+        f"{(out['allocated_after_first_bytes'] or 0) / 2**20:.0f} MiB, after last "
+        f"{(out['allocated_after_last_bytes'] or 0) / 2**20:.0f} MiB; then a normal step: "
+        f"{'%.1f ms' % (healthy_s * 1e3) if healthy_s else 'FAILED'}; {error or 'no error'}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--presets", default="ci,49m,163m", help="comma-separated GPT presets")
+    ap.add_argument("--repeats", type=int, default=3, help="measurements (each the median of 5 steps) per preset")
+    ap.add_argument("--oom-attempts", type=int, default=250, help="steps of the OOM recovery loop (0 to skip)")
+    ap.add_argument("--oom-preset", default="49m")
+    ap.add_argument("--out", default=os.path.join(ROOT, "data", "runs"))
+    a = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print(NO_CUDA_MESSAGE + " (torch is not installed)")
+        return 0
+    if not torch.cuda.is_available():
+        print(f"{NO_CUDA_MESSAGE} (torch {torch.__version__}, built for CUDA {torch.version.cuda}). "
+              "Run it on a machine with a GPU; no report was written.")
+        return 0
+    t_start = time.perf_counter()
+    lines: list[str] = []
+
+    def log(s: str) -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    props = torch.cuda.get_device_properties(0)
+    gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
+             "total_memory_bytes": int(torch.cuda.get_device_properties(i).total_memory),
+             "capability": list(torch.cuda.get_device_capability(i))} for i in range(torch.cuda.device_count())]
+    profile = profile_for_gpu(props.name)
+    log(f"gpu_check on {props.name} ({props.total_memory / 2**30:.2f} GiB), torch {torch.__version__}, "
+        f"hardware profile {profile or 'none matches'}")
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as in the seed (the default, made explicit)
+    torch.backends.cudnn.allow_tf32 = False
+    rows = [check_preset(p, profile, a.repeats, log) for p in a.presets.split(",") if p]
+    oom = oom_recovery(a.oom_preset, a.oom_attempts, log) if a.oom_attempts > 0 else None
+    report = {
+        "kind": "gpu_check", "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "git_commit": git_commit(), "python": platform.python_version(),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus, "profile": profile,
+        "protocol": "single device cuda:0; TorchPlacementEnv (2 warm-up + median of 5, phases synchronised); "
+                    "simulated with sync_phases=True",
+        "single_device": rows, "oom_recovery": oom, "log": lines, "wall_s": time.perf_counter() - t_start,
+    }
+    path = report_path(a.out)
+    write_json_atomic(path, report)
+    print(f"report: {os.path.relpath(path, ROOT)} ({report['wall_s']:.0f} s)")
+    ok = all(not r["oom"] for r in rows) and (oom is None or (oom["error"] is None and oom["healthy_step_after_s"]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
