@@ -1,0 +1,50 @@
+"""How long a full experiment-A run takes on the simulator: 250 updates x 8 samples, 13 co-location groups.
+
+The issue's bound: at most 60 s on one core. Run: ``python benchmarks/bench_reinforce.py`` (add ``--nodes`` to
+also time the 40-node run of chapter 2). Prints a table; exits 1 when a run is over the bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+BOUND_S = 60.0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n-iters", type=int, default=250)
+    ap.add_argument("--nodes", action="store_true", help="also time the 40-node (no co-location) run")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    from lib.placement.cli import EnvSpec, train_run
+    from lib.placement.reinforce import TrainConfig
+
+    rows = []
+    for colocate in (True, False) if a.nodes else (True,):
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            res = train_run(EnvSpec(), TrainConfig(n_iters=a.n_iters), colocate=colocate, out_dir=d, progress=False)
+            wall = time.perf_counter() - t0
+            size = os.path.getsize(res.path)
+        rows.append((("13 groups" if colocate else "40 nodes"), res.n_updates, wall, size, res.top[0][1]))
+    print(f"{'placing':<10} {'updates':>7} {'wall (s)':>9} {'ms/update':>10} {'log (kB)':>9} {'best (ms, simulated)':>21}"
+          f" {'bound':>6}")
+    ok = True
+    for name, n, wall, size, best in rows:
+        within = wall <= BOUND_S * n / 250
+        ok &= within
+        print(f"{name:<10} {n:>7} {wall:>9.1f} {wall / n * 1e3:>10.1f} {size / 1e3:>9.0f} {best * 1e3:>21.1f}"
+              f" {'ok' if within else 'OVER':>6}")
+    print(f"(torch threads: {torch.get_num_threads()}; K = 8; simulator 4xT4-pcie, GPT 49m; bound {BOUND_S:.0f} s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
