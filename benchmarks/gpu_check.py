@@ -248,12 +248,44 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
     return out
 
 
+def reinforce_real(preset: str, updates: int, log, out_dir: str) -> dict:
+    """A short REINFORCE run (``updates`` updates of 8 samples, co-location groups) on real CUDA devices.
+
+    With one GPU the placer still chooses among 4 logical devices that all map to ``cuda:0``, so the real
+    executor, the run log and the resume checkpoint are exercised end to end; with several GPUs it uses them all.
+    """
+    import torch
+
+    from lib.graph import colocate
+    from lib.placement.reinforce import TrainConfig, train
+    from lib.placement.torch_env import TorchPlacementEnv
+
+    n = torch.cuda.device_count()
+    devices = [f"cuda:{i}" for i in range(n)] if n >= 2 else ["cuda:0"] * 4
+    env = TorchPlacementEnv(preset, devices)
+    path = os.path.join(out_dir, f"gpu_check_reinforce_{preset}_{socket.gethostname()}.jsonl")
+    for stale in (path, path + ".ckpt.pt"):
+        if os.path.exists(stale):
+            os.remove(stale)
+    t0 = time.perf_counter()
+    result = train(env, env.graph, TrainConfig(n_iters=updates, seed=0), groups=colocate(env.graph), log_path=path,
+                   resume=False, progress=False, env_info={"describe": env.describe(), "devices": devices})
+    wall = time.perf_counter() - t0
+    best_s = min(t for _, t in result.top) if result.top else None
+    log(f"REINFORCE on {env.describe()}: {updates} updates x 8 samples in {wall:.1f} s; "
+        f"best step {best_s * 1e3:.1f} ms; log {os.path.relpath(path, ROOT)}")
+    return {"preset": preset, "devices": devices, "updates": updates, "wall_s": wall, "best_step_s": best_s,
+            "log": os.path.relpath(path, ROOT)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--presets", default="ci,49m,163m", help="comma-separated GPT presets")
     ap.add_argument("--repeats", type=int, default=3, help="measurements (each the median of 5 steps) per preset")
     ap.add_argument("--oom-attempts", type=int, default=250, help="steps of the OOM recovery loop (0 to skip)")
     ap.add_argument("--oom-preset", default="49m")
+    ap.add_argument("--reinforce-updates", type=int, default=3, help="updates of the short real REINFORCE run (0 to skip)")
+    ap.add_argument("--reinforce-preset", default="49m")
     ap.add_argument("--out", default=os.path.join(ROOT, "data", "runs"))
     a = ap.parse_args(argv)
     try:
@@ -283,13 +315,14 @@ def main(argv=None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     rows = [check_preset(p, profile, a.repeats, log) for p in a.presets.split(",") if p]
     oom = oom_recovery(a.oom_preset, a.oom_attempts, log) if a.oom_attempts > 0 else None
+    rl = reinforce_real(a.reinforce_preset, a.reinforce_updates, log, a.out) if a.reinforce_updates > 0 else None
     report = {
         "kind": "gpu_check", "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "git_commit": git_commit(), "python": platform.python_version(),
         "torch": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus, "profile": profile,
         "protocol": "single device cuda:0; TorchPlacementEnv (2 warm-up + median of 5, phases synchronised); "
                     "simulated with sync_phases=True",
-        "single_device": rows, "oom_recovery": oom, "log": lines, "wall_s": time.perf_counter() - t_start,
+        "single_device": rows, "oom_recovery": oom, "reinforce": rl, "log": lines, "wall_s": time.perf_counter() - t_start,
     }
     path = report_path(a.out)
     write_json_atomic(path, report)
