@@ -1,0 +1,57 @@
+"""Speed of Galvatron's search (lib/galvatron/search.py), printed as a table.
+
+Each row: one model, GPU count and memory budget; every global batch size (steps of the GPU count) up to the
+largest feasible and every pipeline degree. Targets: BERT-Huge-32 on 8 GPUs <= 2 s; 64 GPUs at 16 GB <= 60 s
+(one core). The paper reports hundreds of seconds for its search (Figure 4; quoted from seed 003).
+
+Usage: python benchmarks/bench_search.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from lib.galvatron.profiles import load_model, published_cluster  # noqa: E402
+from lib.galvatron.search import search  # noqa: E402
+
+TARGETS_S = {8: 2.0, 64: 60.0}
+
+
+def run(rows):
+    print(f"{'model':<14}{'GPUs':>5}{'GB':>5}{'strategies':>11}{'(B,pp) tried':>13}{'max B':>7}"
+          f"{'best samples/s':>16}{'search s':>10}{'target s':>10}")
+    ok = True
+    for name, n, gb in rows:
+        model, cluster = load_model(name), published_cluster(n)
+        t0 = time.perf_counter()
+        res = search(model, cluster, gb)
+        dt = time.perf_counter() - t0
+        target = TARGETS_S.get(n) if name == "bert-huge-32" or n == 64 else None
+        if target is not None and dt > target:
+            ok = False
+        print(f"{name:<14}{n:>5}{gb:>5}{res.n_strategies:>11}{len(res.candidates):>13}{res.max_feasible_bsz:>7}"
+              f"{res.throughput:>16.2f}{dt:>10.2f}{(f'{target:.0f}' if target else '-'):>10}")
+    return ok
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only the two targeted rows")
+    args = ap.parse_args(argv)
+    rows = [("bert-huge-32", 8, 8), ("bert-huge-32", 8, 12), ("bert-huge-32", 8, 16), ("bert-huge-32", 64, 16)]
+    if not args.quick:
+        rows += [("vit-huge-32", 8, 16), ("t5-large-48", 8, 16), ("swin-huge-32", 8, 16),
+                 ("vit-huge-32", 16, 16), ("vit-huge-32", 64, 16), ("swin-huge-32", 64, 16)]
+    ok = run(rows)
+    print("all targets met" if ok else "SOME TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
