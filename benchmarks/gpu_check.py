@@ -61,19 +61,10 @@ def git_commit() -> str:
 
 
 def write_json_atomic(path: str, obj) -> None:
-    """Write ``obj`` as JSON to ``path`` through a temporary file in the same folder and a rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``obj`` as JSON to ``path`` whole or not at all."""
+    from lib import atomic
+
+    atomic.write_json(path, obj)
 
 
 def report_path(out_dir: str, host: str | None = None, when: _dt.datetime | None = None) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from typing import Any, Iterable
 
 import lib
+from lib import atomic
 
 HEADER_KIND = "header"
 
@@ -54,22 +54,6 @@ def _dumps(record: dict) -> str:
     return line + "\n"
 
 
-def _write_atomic(path: str, text: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".jsonl")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 class RunLog:
     """An append-only JSON Lines run log.
 
@@ -84,7 +68,7 @@ class RunLog:
     def create(cls, path: str, header: dict) -> "RunLog":
         if header.get("kind") != HEADER_KIND:
             raise ValueError(f"a run-log header needs kind={HEADER_KIND!r}; got kind={header.get('kind')!r}")
-        _write_atomic(path, _dumps(header))
+        atomic.write_text(path, _dumps(header))
         return cls(path)
 
     @classmethod
@@ -152,4 +136,4 @@ def read(path: str) -> tuple[dict, list[dict]]:
 
 def rewrite(path: str, header: dict, records: Iterable[dict]) -> None:
     """Atomically replace the log with ``header`` and ``records`` (used to drop records past a checkpoint)."""
-    _write_atomic(path, _dumps(header) + "".join(_dumps(r) for r in records))
+    atomic.write_text(path, _dumps(header) + "".join(_dumps(r) for r in records))

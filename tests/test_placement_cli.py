@@ -11,13 +11,7 @@ from lib.placement import cli
 from lib.placement.reinforce import RunResult, TrainConfig
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small LSTMs run fastest on one thread; more threads only fight other processes for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run_cli(args, capsys):

@@ -9,13 +9,7 @@ import torch
 from lib.placement.placer import ADJ_WINDOW, MAX_DIMS, Placer, PlacerInputs, check_groups, expand
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small LSTMs run fastest on one thread; more threads only fight other processes for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def chain_graph(n=6, residual=True):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import nbformat
+
+from lib import atomic
 
 REPO_URL = "https://github.com/parallelism-rebuilt/parallelism-rebuilt"
 
@@ -70,10 +71,4 @@ def write_notebook(path: str, cells: list, timeout_s: int = 600) -> None:
     for i, c in enumerate(nb.cells):
         c["id"] = f"c{i:03d}"
     nbformat.validate(nb)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".ipynb.tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(nb, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")

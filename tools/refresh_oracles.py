@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 
 import nbformat
+
+from lib import atomic
 from nbclient import NotebookClient
 
 KEEP = "keep_output"
@@ -39,12 +40,7 @@ def refresh(path: str, timeout_s: int = 600) -> int:
             cell.execution_count = None
     src.metadata.pop("widgets", None)
     src.metadata.pop("papermill", None)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".ipynb.tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(src, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(src, indent=1, ensure_ascii=False) + "\n")
     return kept
 
 

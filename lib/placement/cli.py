@@ -153,14 +153,9 @@ def _resolve_run(run: str, out_dir: str) -> str:
 
 
 def _write_html(fig, path: str) -> None:
-    import tempfile
+    from lib import atomic
 
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".html.tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(fig.to_html(include_plotlyjs="cdn", full_html=True))
-    os.replace(tmp, path)
+    atomic.write_text(path, fig.to_html(include_plotlyjs="cdn", full_html=True))
 
 
 def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict]:

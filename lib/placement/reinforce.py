@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from lib import runlog
+from lib import atomic, runlog
 from lib.placement.env import Measurement, PlacementEnv
 from lib.placement.placer import Placer, PlacerInputs, check_groups, expand
 
@@ -186,20 +185,9 @@ def _set_env_state(env, state) -> None:
 
 
 def _save_atomic(obj, path: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".pt")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            buf = io.BytesIO()
-            torch.save(obj, buf)
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic.write_bytes(path, buf.getvalue())
 
 
 def checkpoint_path(log_path: str) -> str:
