@@ -12,6 +12,16 @@ import tempfile
 from typing import Any
 
 
+def _mode_for(path: str) -> int:
+    """Keep an existing file's permissions; a new file gets the usual 0o666 less the umask (not mkstemp's 0o600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_bytes(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (creating its folder if needed)."""
     d = os.path.dirname(os.path.abspath(path))
@@ -22,6 +32,7 @@ def write_bytes(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -36,3 +36,14 @@ def test_unserialisable_json_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         atomic.write_json(str(p), {"a": object()})
     assert not p.exists() and os.listdir(tmp_path) == []
+
+
+def test_permissions_are_ordinary_not_private(tmp_path):
+    p = tmp_path / "new.txt"
+    atomic.write_text(str(p), "x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(p).st_mode & 0o777 == 0o666 & ~umask
+    os.chmod(p, 0o640)
+    atomic.write_text(str(p), "y")
+    assert os.stat(p).st_mode & 0o777 == 0o640
