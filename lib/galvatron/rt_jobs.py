@@ -1,0 +1,147 @@
+"""What a rank does: train a plan and time it, check it against the single-process reference, or time
+collectives for the profiler. A job is a plain dict so it crosses process boundaries and ``torchrun``.
+
+Used in: book/galvatron/04_from_plan_to_run.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+from .rt_model import ModelConfig, init_params, reference_step, tp_shard
+from .rt_plan import load_plan
+
+
+def precheck(job: dict, world_size: int) -> None:
+    """Checks that need no peer: the same on every rank, so a bad plan fails everywhere at once."""
+    if job.get("kind") in ("train", "check"):
+        plans = job.get("plans") or ([job["plan"]] if "plan" in job else [])
+        if not plans or "model" not in job:
+            raise ValueError(f"a {job['kind']} job needs 'plan' (or 'plans') and 'model'; got keys {sorted(job)}")
+        cfg = ModelConfig.from_dict(job["model"])
+        for pd in plans:
+            load_plan(pd, world_size).validate(cfg.n_head, cfg.n_layer, world_size)
+
+
+def _device(job: dict) -> str:
+    dev = job.get("device", "cpu")
+    if dev == "cuda":
+        return f"cuda:{torch.cuda.current_device()}"
+    return dev
+
+
+def _runner(job: dict, rank: int, world_size: int, plan_dict=None, pools=None):
+    from .grid import GroupPool, RankGrid
+    from .runtime import StageRunner
+
+    cfg = ModelConfig.from_dict(job["model"])
+    plan = load_plan(plan_dict if plan_dict is not None else job["plan"], world_size)
+    pool = None
+    if pools is not None:  # one pool per pp degree, shared by every plan of a job
+        if plan.pp not in pools:
+            pools[plan.pp] = GroupPool(RankGrid(world_size, plan.pp), rank)
+        pool = pools[plan.pp]
+    return StageRunner(plan, cfg, rank, seed=int(job.get("seed", 0)), lr=float(job.get("lr", 0.1)),
+                       optimizer=job.get("optimizer", "sgd"), overlap=bool(job.get("overlap", True)),
+                       device=_device(job), pool=pool)
+
+
+def _peak_mem(dev: str) -> dict:
+    from .launch import peak_rss_bytes
+
+    out = {"peak_rss_bytes": peak_rss_bytes()}
+    if dev.startswith("cuda"):
+        out["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated())
+    return out
+
+
+def train_job(job: dict, rank: int, world_size: int) -> dict:
+    """For each plan (``job["plans"]`` or ``job["plan"]``): time ``steps`` iterations after ``warmup``.
+    Per plan: this rank's iteration seconds, median, losses and peak memory (RSS on CPU, allocator on CUDA)."""
+    from .launch import peak_rss_bytes
+    from .pipeline import timed_steps
+
+    plans = job.get("plans") or [job["plan"]]
+    pools, out = {}, []
+    probe = _probe(job) if job.get("probe") else None
+    for pd in plans:
+        base = peak_rss_bytes()
+        if torch.cuda.is_available() and str(job.get("device", "cpu")).startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        r = _runner(job, rank, world_size, pd, pools)
+        # The first plan of a fresh process also pays one-off costs (allocator, first use of each group).
+        extra = 3 if not out else 0
+        res = timed_steps(r, int(job.get("warmup", 2)) + extra, int(job.get("steps", 5)))
+        out.append({"plan": r.plan.label(), "stage": r.stage, "iter_s": res["iter_s"],
+                    "median_iter_s": statistics.median(res["iter_s"]), "best_iter_s": min(res["iter_s"]),
+                    "losses": res["losses"],
+                    "base_rss_bytes": base, **_peak_mem(r.dev.type)})
+        del r
+    res = {"rank": rank, "runs": out}
+    if probe is not None:  # the machine's speed just before and just after the runs
+        res["probe_ms"] = [probe, _probe(job)]
+    return res
+
+
+def _probe(job: dict) -> float:
+    """One layer's forward+backward per sample (ms), timed like the profiler does."""
+    from .profiler import measure_layer
+
+    cfg = ModelConfig.from_dict(job["model"])
+    m = measure_layer(cfg, int(job.get("probe_batch", 4)), tp_degrees=(), reps=10, device=_device(job))
+    return m["fwd_bwd_ms_per_sample"]
+
+
+def _maxdiff(a: dict, b: dict) -> float:
+    return max(float((a[k].float().cpu() - b[k].float()).abs().max()) for k in a)
+
+
+def check_job(job: dict, rank: int, world_size: int) -> dict:
+    """For each plan of ``job["plans"]`` (or ``job["plan"]``): run ``steps`` iterations and compare the loss and
+    the updated parameters this rank holds with ``reference_step`` on one process."""
+    from .pipeline import gpipe_step
+
+    plans = job.get("plans") or [job["plan"]]
+    cfg = ModelConfig.from_dict(job["model"])
+    steps, lr, seed = int(job.get("steps", 1)), float(job.get("lr", 0.1)), int(job.get("seed", 0))
+    pools, out, ref_cache = {}, [], {}
+    for pd in plans:
+        r = _runner(job, rank, world_size, pd, pools)
+        losses = [gpipe_step(r, s) for s in range(steps)]
+        B = r.plan.global_bsz
+        if B not in ref_cache:
+            ref_cache[B] = reference_step(cfg, init_params(cfg, seed), B, seed, lr, steps)
+        ref_losses, ref = ref_cache[B]
+        mine = r.local_shards()
+        err = 0.0
+        for L, i in zip(r.layers, r.layer_ids):
+            err = max(err, _maxdiff(mine["blocks"][i], tp_shard(ref["blocks"][i], L.lay.tp_rank(r.j), L.lay.tp)))
+        for part in ("embed", "head"):
+            if mine[part]:
+                err = max(err, _maxdiff(mine[part], ref[part]))
+        loss_err = max(abs(a - b) for a, b in zip(losses, ref_losses)) if r.last else 0.0
+        out.append({"plan": r.plan.label(), "param_err": err, "loss_err": loss_err, "losses": losses,
+                    "ref_losses": ref_losses})
+    return {"rank": rank, "checks": out}
+
+
+def fail_rank_job(job: dict, rank: int, world_size: int) -> dict:
+    """Diagnostic: rank ``job["rank"]`` raises while the others wait in a barrier (tests the launcher's
+    guarantee that a failure mid-run leaves no rank hanging)."""
+    import torch.distributed as dist
+
+    if rank == int(job.get("rank", 0)):
+        raise RuntimeError(f"rank {rank} failed on purpose")
+    dist.barrier()
+    return {"rank": rank}
+
+
+def comm_job(job: dict, rank: int, world_size: int) -> dict:
+    """Profiler measurements that need several ranks (see ``profiler.measure_comm``)."""
+    from .profiler import comm_measurements
+
+    return comm_measurements(job, rank, world_size)
+
+
+__all__ = ["precheck", "train_job", "check_job", "comm_job", "fail_rank_job"]
