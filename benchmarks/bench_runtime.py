@@ -10,7 +10,6 @@ error with and without the overlap slowdown. ``--save`` writes the measured prof
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -46,10 +45,9 @@ def main(argv=None) -> int:
     if a.save:
         print("wrote", write_profile(res["model"], c, DATA_DIR))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res["rows"], f, indent=1)
-        os.replace(tmp, a.json)
+        from lib import atomic
+
+        atomic.write_json(a.json, res["rows"])
     return 0
 
 

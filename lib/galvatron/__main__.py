@@ -63,10 +63,9 @@ def main(argv=None) -> int:
         line = json.dumps(summary)
         print(line, flush=True)
         if args.out:
-            tmp = args.out + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(line + "\n")
-            os.replace(tmp, args.out)
+            from lib import atomic
+
+            atomic.write_text(args.out, line + "\n")
     return 0
 
 

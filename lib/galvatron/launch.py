@@ -27,10 +27,9 @@ def free_port() -> int:
 
 
 def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
+    from lib import atomic
+
+    atomic.write_json(path, obj, indent=None)
 
 
 def peak_rss_bytes() -> int:

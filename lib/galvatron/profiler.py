@@ -16,12 +16,13 @@ Used in: book/galvatron/04_from_plan_to_run.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
 
 import torch
+
+from lib import atomic
 
 from .grid import GroupPool, Layout, RankGrid
 from .rt_model import ModelConfig, block_forward, embed_forward, head_loss_sum, init_params, tp_shard
@@ -276,9 +277,6 @@ def write_profile(model, cluster, out_dir: str) -> list[str]:
     paths = []
     for obj, kind in ((model, "model"), (cluster, "cluster")):
         path = os.path.join(out_dir, f"{kind}_{obj.name}.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(obj.to_dict(), f, indent=1)
-        os.replace(tmp, path)
+        atomic.write_json(path, obj.to_dict())
         paths.append(path)
     return paths
