@@ -40,8 +40,16 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
         from myst_nb import glue as _glue
     except ImportError:  # Colab and bare kernels do not have myst-nb
         return value
-    _glue(name, value, display=display)
+    # a str would be shown as its repr, quotes included ('30%'); glue text that shows as itself
+    _glue(name, _Text(value) if isinstance(value, str) else value, display=display)
     return value
+
+
+class _Text(str):
+    """A string whose plain-text display is the string itself, without quotes."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
 
 
 def resolve_mode(mode: str, n_real_devices: int, needed: int) -> str:

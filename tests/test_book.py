@@ -28,3 +28,17 @@ def test_resolve_mode_errors():
 
 def test_glue_outside_a_book_build_returns_the_value():
     assert book.glue("x", 3.5) == 3.5
+
+
+def test_glued_text_displays_without_quotes(monkeypatch):
+    import sys
+    import types
+
+    seen = {}
+    fake = types.ModuleType("myst_nb")
+    fake.glue = lambda name, value, display=True: seen.update({name: value})
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    assert book.glue("err", "30%") == "30%"
+    assert repr(seen["err"]) == "30%" and seen["err"] == "30%"
+    book.glue("n", 3)
+    assert seen["n"] == 3 and repr(seen["n"]) == "3"
