@@ -36,7 +36,7 @@ def layout(fig, title: str | None = None, height: int = 420):
     fig.update_layout(
         template="plotly_white",
         height=height,
-        margin=dict(l=60, r=20, t=60 if title else 30, b=50),
+        margin=dict(l=60, r=20, t=100 if title else 40, b=50),  # room for a title above a wrapped legend
         font=dict(family="Helvetica, Arial, sans-serif", size=13),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
         colorway=list(SEQUENCE),
