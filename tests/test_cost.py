@@ -118,3 +118,19 @@ def test_rejects_unpruned_and_wrong_size():
         layer_memory_mb(LAYER, mixed, 8)
     with pytest.raises(ValueError, match="GPUs"):
         layer_time_s(LAYER, S(1, 1, 16), 16, C8)
+
+
+def test_tp_and_p2p_messages_use_the_activation_dtype():
+    # TP all-reduces and pipeline sends carry activations: 2 bytes each under bf16, not the artifact's fp32 4.
+    from lib.galvatron.profiles import analytic_profile
+
+    m32, c32 = analytic_profile("gpt2-xl", "8xH100-nvlink", dtype="fp32")
+    m16, c16 = analytic_profile("gpt2-xl", "8xH100-nvlink", dtype="bf16")
+    l32, l16 = m32.layer_types[0], m16.layer_types[0]
+    for s in (S(1, 8, 1), S(2, 2, 2, tp_consec=True)):
+        t32, t16 = layer_time_terms(l32, s, 16, c32, 2), layer_time_terms(l16, s, 16, c16, 2)
+        assert t16["tp_ms"] == pytest.approx(t32["tp_ms"] / 2)
+        if s.pp > 1:
+            assert t16["p2p_ms"] == pytest.approx(t32["p2p_ms"] / 2) and t16["p2p_ms"] > 0
+    # the published (fp32) profiles keep the artifact's 4 bytes
+    assert LAYER.act_bytes == 4

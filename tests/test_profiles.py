@@ -105,3 +105,18 @@ def test_analytic_bad_inputs():
         analytic_profile("llama-7b", "16xB200")
     with pytest.raises(ValueError, match="dtype"):
         analytic_profile("llama-7b", "8xH100-nvlink", dtype="int4")
+
+
+def test_analytic_profile_answers_for_every_hardware_profile():
+    import lib.hardware as hw
+    from lib.galvatron.profiles import analytic_profile
+
+    for name in hw.names():
+        dev = hw.load(name).devices[0]
+        model, cluster = analytic_profile("gpt2-xl", name)       # default: the best dtype the device has
+        chosen = model.name.split(", ")[-1].rstrip(")")
+        assert chosen in dev.peak_flops, (name, model.name)
+        assert chosen == "bf16" or "bf16" not in dev.peak_flops
+    assert analytic_profile("gpt2-xl", "4xT4-pcie")[0].name == "gpt2-xl (analytic, fp16)"   # T4: no bf16
+    with pytest.raises(ValueError, match=r"'4xT4-pcie'.*no bf16.*\['fp16', 'fp32'\]"):
+        analytic_profile("gpt2-xl", "4xT4-pcie", dtype="bf16")

@@ -156,3 +156,19 @@ def test_search_speed_bert_8_gpus():
     t0 = time.perf_counter()
     res = search(load_model("bert-huge-32"), C8, 16)
     assert res.feasible and time.perf_counter() - t0 < 10.0
+
+
+def test_uniform_baseline_uses_one_strategy_in_every_stage():
+    # A baseline system runs one strategy for the whole model. With two layer types (T5: encoder, decoder) the
+    # stages differ, and choosing per stage once gave PP2 stages under different TP degrees (2-1-4 and 2-2*-2).
+    t5 = load_model("t5-large-48")
+    for pp in (2, 4):
+        res = search(t5, C8, 16, space="3d", uniform=True, batch_sizes=[8], pp_degrees=[pp])
+        assert res.feasible
+        assert len({s.code for s in res.plan.strategies()}) == 1, res.plan.summary()
+        assert evaluate_plan(res.plan, t5, C8)["iter_s"] == pytest.approx(res.plan.est_iter_s, rel=1e-9)
+    # the smallest budget reported for an infeasible uniform search is the one that makes it feasible
+    res = search(t5, C8, 1.0, space="3d", uniform=True)
+    assert not res.feasible
+    assert search(t5, C8, res.min_budget_gb + 0.01, space="3d", uniform=True).feasible
+    assert not search(t5, C8, res.min_budget_gb - 0.01, space="3d", uniform=True).feasible

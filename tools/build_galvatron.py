@@ -309,7 +309,7 @@ uniform_baselines = True        # baselines use one strategy for all layers, as 
 model_name = models[0]
 what_if_shape = "llama-7b"      # analytic profile: bert-huge-32, gpt2-xl, llama-7b, llama-13b
 what_if_hardware = "8xH100-nvlink"  # a lib.hardware profile: 4xT4-pcie, 4xA100-nvlink, 8xH100-nvlink
-what_if_dtype = "bf16"          # activations and compute (model states stay 16 bytes per parameter)
+what_if_dtype = None            # bf16, fp16, tf32, fp32; None: the best the device has (a T4 has no bf16)
 """, tags=["parameters"]),
     code(SETUP + """
 import math, time
@@ -536,12 +536,13 @@ layer) and tries batch sizes in powers of two, with the device's whole usable me
 """),
     code("""
 import lib.hardware as hardware
-from lib.galvatron.profiles import analytic_profile
+from lib.galvatron.analytic import analytic_profile, best_dtype
 hw = hardware.load(what_if_hardware)
-wm, wc = analytic_profile(what_if_shape, hw, dtype=what_if_dtype)
+dtype = what_if_dtype or best_dtype(hw.devices[0])
+wm, wc = analytic_profile(what_if_shape, hw, dtype=dtype)
 gb = hw.devices[0].usable_mem_bytes / 2**30
 bs = [wc.n_gpus * 2**k for k in range(8)]
-WHAT_IF = simulated(hw.name) + f" (analytic profile of {what_if_shape}, {what_if_dtype})"
+WHAT_IF = simulated(hw.name) + f" (analytic profile of {what_if_shape}, {dtype})"
 print(f"{what_if_shape} on {hw.name}: {wm.layer_types[0].param_mb * 4 / 1024:.2f} GB of model states per layer, "
       f"{wm.layer_types[0].fwd_ms_per_sample:.2f} ms forward per sample per layer; budget {gb:.1f} GB per GPU")
 g = search(wm, wc, gb, ckpt=True, batch_sizes=bs)

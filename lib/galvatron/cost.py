@@ -87,8 +87,8 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
     fct = layer.fwd_ms_per_sample * b / tp * DUMMY_LAYERS
     bct = 2.0 * fct + (fct if s.ckpt else 0.0)          # CKPT recomputes the forward before backward
     dp_msg = 2.0 * (dp - 1) / dp * layer.param_mb / tp * DUMMY_LAYERS
-    tp_msg = (2.0 * (tp - 1) / tp * (b * layer.seq_len * layer.hidden * layer.tp_allreduces * 4 / 2**20)
-              * DUMMY_LAYERS)
+    tp_msg = (2.0 * (tp - 1) / tp * (b * layer.seq_len * layer.hidden * layer.tp_allreduces * layer.act_bytes
+                                     / 2**20) * DUMMY_LAYERS)
     tc, dc = _coes(s, cluster)
     tp_ms = tp_msg * tc
     eo = extra_overhead_ms if dp > 1 else 0.0
@@ -115,7 +115,7 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
     sdp_ms = 0.5 * dp_msg * dc if s.sdp else 0.0
     p2p_ms = 0.0
     if pp > 1 and cluster.p2p_ms_per_mb is not None:
-        p2p_ms = pp * 2 * b * layer.seq_len * layer.hidden * 4 / 2**20 * cluster.p2p_ms_per_mb
+        p2p_ms = pp * 2 * b * layer.seq_len * layer.hidden * layer.act_bytes / 2**20 * cluster.p2p_ms_per_mb
     result += sdp_ms + p2p_ms
     scale = cluster.time_inflation * 1e-3 / DUMMY_LAYERS
     return {"fwd_ms": fct, "bwd_ms": bct, "dp_allreduce_ms": dp_comm, "dp_exposed_ms": exposed,

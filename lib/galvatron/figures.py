@@ -77,8 +77,9 @@ def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int):
         act = layer.act_mb(s.tp) * global_bsz / s.dp
         dp_mb = 2 * (s.dp - 1) / s.dp * layer.param_mb / s.tp
         msg = {"DP": dp_mb, "SDP": 1.5 * dp_mb,
-               "TP": 2 * (s.tp - 1) / s.tp * global_bsz * layer.seq_len * layer.hidden * layer.tp_allreduces * 4 / 2**20,
-               "PP": 2 * global_bsz * layer.seq_len * layer.hidden * 4 / 2**20 / n_gpus}[name]
+               "TP": 2 * (s.tp - 1) / s.tp * global_bsz * layer.seq_len * layer.hidden * layer.tp_allreduces
+               * layer.act_bytes / 2**20,
+               "PP": 2 * global_bsz * layer.seq_len * layer.hidden * layer.act_bytes / 2**20 / n_gpus}[name]
         out.append(dict(kind=name, strategy=s, states_mb=states, act_mb=act, comm_mb=msg, time_s=t["total_s"]))
     return out
 

@@ -1,8 +1,9 @@
 """Per-layer profiles as data: what the cost model needs to know about a model and a cluster.
 
-Three sources: the constants published with the Galvatron artifact (``data/galvatron/*.json``, each with its
-source); an analytic profile computed from a model's shape and a hardware profile of ``lib.hardware``; and,
-later, a measured profile (same dataclasses, filled by a profiler). Units: MB = 2^20 bytes, ms.
+Three sources fill the same dataclasses: the constants published with the Galvatron artifact
+(``data/galvatron/*.json``, each with its source, loaded here); an analytic profile computed from a model's
+shape and a hardware profile of ``lib.hardware`` (``analytic.py``); and a measured profile (``profiler.py``).
+Units: MB = 2^20 bytes, ms.
 
 Used in: book/galvatron/02_the_cost_model.ipynb, 03_the_search.ipynb.
 """
@@ -31,6 +32,7 @@ class LayerProfile:
     decoder: bool = False                # decoder layers overlap only 2/3 of backward with DP all-reduce
     ckpt_act_mb_per_sample: float | None = None  # kept per sample under checkpointing (default: boundary)
     boundary_mb_per_sample: float = 2.0  # Slice-Gather message per sample; the artifact hard-codes 2 MB
+    act_bytes: int = 4                   # bytes per activation element in TP and P2P messages (artifact: fp32)
 
     def act_mb(self, tp: int) -> float:
         """Activation MB per sample at TP degree ``tp``; beyond the profiled degrees, a + b/tp fitted to
@@ -49,7 +51,7 @@ class LayerProfile:
     def ckpt_act_mb(self) -> float:
         if self.ckpt_act_mb_per_sample is not None:
             return self.ckpt_act_mb_per_sample
-        return self.seq_len * self.hidden * 4 / 2**20
+        return self.seq_len * self.hidden * self.act_bytes / 2**20
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -243,113 +245,6 @@ def published_cluster(n_gpus: int) -> ClusterProfile:
                                                   name=f"rtx-titan-{n_gpus} (synthetic)")
 
 
-# ------------------------------------------------------------------------------------------------ analytic
-@dataclass(frozen=True)
-class TransformerShape:
-    """The shape of a decoder/encoder Transformer, enough for an analytic layer profile."""
-
-    name: str
-    n_layers: int
-    hidden: int
-    n_heads: int
-    seq_len: int
-    ffn_hidden: int = 0          # 0 means 4 x hidden
-    vocab: int = 32000
-    gated_mlp: bool = False      # SwiGLU (LLaMA): three MLP matrices instead of two
-
-    def __post_init__(self):
-        for f in ("n_layers", "hidden", "n_heads", "seq_len", "vocab"):
-            if int(getattr(self, f)) < 1:
-                raise ValueError(f"TransformerShape.{f} must be >= 1; got {getattr(self, f)!r}")
-        if self.hidden % self.n_heads:
-            raise ValueError(f"hidden={self.hidden} must be divisible by n_heads={self.n_heads}")
-
-    @property
-    def ffn(self) -> int:
-        return self.ffn_hidden or 4 * self.hidden
-
-    def layer_params(self) -> int:
-        h, f = self.hidden, self.ffn
-        mlp = (3 if self.gated_mlp else 2) * h * f
-        return 4 * h * h + mlp + 9 * h + f   # weights + biases + two layer norms (approximately)
-
-    def layer_fwd_flops_per_sample(self) -> float:
-        """2 FLOPs per multiply-add of every matmul, plus the attention scores and their use (4 s^2 h)."""
-        h, s, f = self.hidden, self.seq_len, self.ffn
-        return 2.0 * s * (4 * h * h + (3 if self.gated_mlp else 2) * h * f) + 4.0 * s * s * h
-
-    def layer_act_bytes_per_sample(self, tp: int, act_bytes: int = 2) -> float:
-        """Activations kept for backward (Korthikanti et al. 2022, no sequence parallelism): with 16-bit
-        activations s h (10 + 24/t) + 5 a s^2 / t bytes; the MLP part scales with the FFN width."""
-        h, s, a = self.hidden, self.seq_len, self.n_heads
-        split = 8 + 4 * self.ffn / h * (1.5 if self.gated_mlp else 1.0)
-        sixteen_bit = s * h * (10 + split / tp) + 5 * a * s * s / tp
-        return sixteen_bit * act_bytes / 2
-
-
-SHAPES = {
-    "bert-huge-32": TransformerShape("bert-huge-32", 32, 1280, 16, 512, vocab=30522),
-    "gpt2-xl": TransformerShape("gpt2-xl", 48, 1600, 25, 1024, vocab=50257),
-    "llama-7b": TransformerShape("llama-7b", 32, 4096, 32, 2048, ffn_hidden=11008, vocab=32000, gated_mlp=True),
-    "llama-13b": TransformerShape("llama-13b", 40, 5120, 40, 2048, ffn_hidden=13824, vocab=32000, gated_mlp=True),
-}
-
-
-def shape_names() -> list[str]:
-    return sorted(SHAPES)
-
-
-def analytic_profile(shape, hardware, dtype: str = "bf16", overlap_coe: float = 1.3,
-                     context_mb: float = 1024.0) -> tuple[ModelProfile, ClusterProfile]:
-    """A model and cluster profile computed, not measured: layer sizes and FLOPs from ``shape`` (a
-    TransformerShape or a name in SHAPES), speeds from ``hardware`` (a ``lib.hardware`` profile or its name).
-
-    Model states are 16 bytes per parameter (fp32 master weights, gradients and Adam moments, or the mixed
-    precision equivalent), activations use ``dtype``'s size, compute runs at the device's achievable FLOP/s for
-    ``dtype``. All-reduce ms/MB is 1 / link bandwidth (ring all-reduce); on a shared bus every GPU's traffic
-    shares it. Used in: 03_the_search ("your model on your hardware").
-    """
-    from .. import hardware as hwlib
-
-    if isinstance(shape, str):
-        if shape not in SHAPES:
-            raise ValueError(f"unknown model shape {shape!r}; known shapes: {shape_names()}")
-        shape = SHAPES[shape]
-    hw = hwlib.load(hardware) if isinstance(hardware, str) else hardware
-    n = hw.n_devices
-    dev = hw.devices[0]
-    act_bytes = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}.get(dtype)
-    if act_bytes is None:
-        raise ValueError(f"dtype must be one of fp32, tf32, fp16, bf16; got {dtype!r}")
-    flops = dev.achievable_flops(dtype)
-    tps = [2 ** k for k in range(0, n.bit_length())]
-    layer = LayerProfile(
-        name="block", param_mb=shape.layer_params() * 4 / 2**20,
-        act_mb_per_sample={t: shape.layer_act_bytes_per_sample(t, act_bytes) / 2**20 for t in tps},
-        fwd_ms_per_sample=shape.layer_fwd_flops_per_sample() / flops * 1e3,
-        seq_len=shape.seq_len, hidden=shape.hidden, tp_allreduces=4,
-        ckpt_act_mb_per_sample=shape.seq_len * shape.hidden * act_bytes / 2**20,
-        boundary_mb_per_sample=shape.seq_len * shape.hidden * act_bytes / 2**20)
-    emb_params = shape.vocab * shape.hidden * 2 + shape.seq_len * shape.hidden
-    model = ModelProfile(
-        name=f"{shape.name} (analytic, {dtype})", layer_types=(layer,), layer_counts=(shape.n_layers,),
-        other_model_states_mb=emb_params * 16 / 2**20,
-        other_act_mb_per_sample=2 * shape.seq_len * shape.vocab * 4 / 2**20,   # logits and their gradient, fp32
-        context_mb=context_mb, extra_overhead_ms=0.0,
-        source=f"analytic: shape {shape}, FLOPs / ({dtype} peak x efficiency of {dev.name}); "
-               f"activations by Korthikanti et al. 2022")
-    if n > 1:
-        link = hw.link(0, 1)
-        base = 2**20 / link.bw_bytes_per_s * 1e3               # ms per MB on one link
-        shared = hw.topology.get("kind") == "shared-bus"
-        coe = base * (n if shared else 1)
-    else:
-        base, coe = 0.0, 0.0
-    cluster = ClusterProfile(
-        name=hw.name, n_gpus=n, gpus_per_node=n, allreduce_ms_per_mb={},
-        intra_node_ms_per_mb={f"{g}_{c}": coe for g in tps if g > 1 for c in (0, 1)},
-        inter_node_ms_per_mb=None, p2p_ms_per_mb=base if n > 1 else None, overlap_coe=overlap_coe,
-        time_inflation=1.0,
-        source=f"analytic from lib.hardware profile {hw.name!r}: 1 / achievable link bandwidth"
-               + (" x GPUs sharing the bus" if n > 1 and hw.topology.get("kind") == "shared-bus" else ""))
-    return model, cluster
+# The analytic profile lives in analytic.py; re-exported here, its home before the split. (analytic.py imports
+# this module's dataclasses, which are all defined above this line, so the cycle is safe.)
+from .analytic import SHAPES, TransformerShape, analytic_profile, shape_names  # noqa: E402,F401
