@@ -226,3 +226,27 @@ def test_resuming_with_fewer_updates_leaves_the_log_alone(tmp_path):
     with open(path) as f:
         assert f.read() == before
     assert res.n_updates == 4
+
+
+def test_the_parts_live_in_their_own_modules_and_are_re_exported():
+    from lib.placement import reinforce, reinforce_baselines, reinforce_checkpoint, reinforce_run
+
+    for name in reinforce.__all__:
+        assert hasattr(reinforce, name), name
+    assert reinforce.TrainConfig is reinforce_run.TrainConfig
+    assert reinforce.checkpoint_path is reinforce_checkpoint.checkpoint_path
+    assert reinforce.BASELINES == reinforce_baselines.BASELINES == ("moving_average", "leave_one_out")
+
+
+def test_baseline_functions():
+    from lib.placement.reinforce_baselines import costs_of, leave_one_out, moving_average
+
+    c = np.array([1.0, 2.0, 3.0, 6.0])
+    assert np.allclose(costs_of([4.0, 9.0]), [2.0, 3.0])
+    b, avg = moving_average(c, None, 0.9)
+    assert np.allclose(b, 3.0) and avg == pytest.approx(3.0)
+    b, avg = moving_average(c, 0.0, 0.5)  # a previous average of 0 is a value, not "no history"
+    assert np.allclose(b, 0.0) and avg == pytest.approx(1.5)
+    assert np.allclose(leave_one_out(c), [11 / 3, 10 / 3, 3.0, 2.0])
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        leave_one_out(c[:1])

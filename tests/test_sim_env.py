@@ -155,7 +155,7 @@ def test_step_is_at_least_the_busiest_devices_work():
     rng = np.random.default_rng(0)
     for _ in range(50):
         p = rng.integers(0, 4, 40)
-        work = [sum(env._fwd_s[i][d] + env._bwd_s[i][d] for i in range(40) if p[i] == d) for d in range(4)]
+        work = [sum(env.engine.fwd_s[i][d] + env.engine.bwd_s[i][d] for i in range(40) if p[i] == d) for d in range(4)]
         assert env.measure(p).step_s >= max(work)
 
 
@@ -391,3 +391,26 @@ def test_gpu_check_steps_run_on_cpu():
     oom = gc.oom_recovery("ci", attempts=3, log=lines.append, device="cpu")
     assert oom["ooms"] == 3 and oom["error"] is None and oom["healthy_step_after_s"] > 0
     assert len(lines) == 2 and "OOM loop" in lines[1]
+
+
+def test_the_parts_live_in_their_own_modules_and_are_re_exported():
+    """sim_env is the environment; memory, noise and the event engine are modules of their own, one source each."""
+    from lib.placement import memory, sim_engine, sim_env, sim_noise
+
+    for name in sim_env.__all__:
+        assert hasattr(sim_env, name), name
+    assert sim_env.ALLOC_OVERHEAD is memory.ALLOC_OVERHEAD
+    assert sim_env.NoiseModel is sim_noise.NoiseModel and sim_env.NodeProfile is sim_engine.NodeProfile
+    env = SimPlacementEnv("ci", "4xT4-pcie", n_micro=2)
+    p = [i % 4 for i in range(env.n_nodes)]
+    assert env.peak_memory(p) == memory.accounted_peak_bytes(env.graph, p, 4, 2)
+    assert env.measure(p).step_s == env.engine.simulate(tuple(p))[2]
+
+
+def test_jittered_steps_are_the_protocols_timed_steps():
+    from lib.placement.sim_noise import jittered_steps
+
+    rng = np.random.default_rng(0)
+    steps = jittered_steps(0.2, [0, 1], NoiseModel(multi_device_sd_s=1.0), rng)
+    assert len(steps) == TIMED_STEPS and min(steps) >= 0.1  # never below half the noiseless step
+    assert np.all(jittered_steps(0.2, [0, 0], NoiseModel(single_device_sd_s=0.0), rng) == 0.2)

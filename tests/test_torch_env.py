@@ -8,11 +8,14 @@ import numpy as np
 import pytest
 import torch
 
+from lib import hardware as hw
 from lib.gpt import preset
 from lib.graph import peak_memory_estimate
-from lib.placement.baselines import pipeline
+from lib.placement.baselines import all_baselines, pipeline
 from lib.placement.env import OOM_PENALTY_S, PHASES, PlacementEnv
-from lib.placement.torch_env import TorchPlacementEnv
+from lib.placement.memory import ALLOC_OVERHEAD, accounted_peak_bytes
+from lib.placement.sim_env import SimPlacementEnv
+from lib.placement.torch_env import T4_VISIBLE_BYTES, TorchPlacementEnv
 
 CPU3 = ["cpu"] * 3
 N = preset("ci").n_nodes
@@ -83,7 +86,7 @@ def test_measure_follows_the_protocol():
     m = env.measure(p)
     assert not m.oom and len(m.samples_s) == 3 and m.step_s == sorted(m.samples_s)[1]
     assert set(m.phase_s) == set(PHASES) and all(v > 0 for v in m.phase_s.values())
-    assert m.peak_mem_bytes == peak_memory_estimate(env.graph, p, 3)
+    assert m.peak_mem_bytes == accounted_peak_bytes(env.graph, p, 3)  # the simulator's accounting
     assert "cpu" in m.source and "3 logical devices" in env.describe()
     assert np.isfinite(env.last_loss)
 
@@ -113,8 +116,8 @@ def live_tensors() -> int:
 def test_a_thousand_out_of_memory_recoveries_then_a_normal_measurement():
     probe = TorchPlacementEnv("ci", CPU3)
     one, split = (0,) * N, pipeline(probe.graph, (0, 1, 2))
-    single_peak = peak_memory_estimate(probe.graph, one, 3)[0]
-    assert max(peak_memory_estimate(probe.graph, split, 3)) < single_peak
+    single_peak = accounted_peak_bytes(probe.graph, one, 3)[0]
+    assert max(accounted_peak_bytes(probe.graph, split, 3)) < single_peak
     # a card just too small for everything on one device: experiment C in miniature
     env = TorchPlacementEnv("ci", CPU3, mem_cap=0.5, cpu_capacity_bytes=2 * (single_peak - 1), warmup=0, timed=1)
     env.measure(split)  # warm the allocator before counting tensors
@@ -130,7 +133,7 @@ def test_a_thousand_out_of_memory_recoveries_then_a_normal_measurement():
 
 def test_the_injected_oom_strikes_mid_step_after_the_first_nodes_ran():
     one = (0,) * N
-    est = peak_memory_estimate(TorchPlacementEnv("ci", CPU3).graph, one, 3)[0]
+    est = accounted_peak_bytes(TorchPlacementEnv("ci", CPU3).graph, one, 3)[0]
     env = TorchPlacementEnv("ci", CPU3, mem_cap=1.0, cpu_capacity_bytes=est - 1, warmup=0, timed=1)
     calls, check = [], env._check_budget
 
@@ -141,6 +144,59 @@ def test_the_injected_oom_strikes_mid_step_after_the_first_nodes_ran():
     env._check_budget = spy
     assert env.measure(one).oom
     assert calls == list(range(N))  # the loss, the last node to save activations, tips it over
+
+
+def budget_check_verdict(env, p) -> bool:
+    """Run the injected CPU budget check over one forward pass of ``p`` without any tensors: True if it fires."""
+    env.placement, env._fixed = tuple(p), env._fixed_bytes(tuple(p))
+    env._running = [0] * env.n_devices
+    try:
+        for _ in range(env.n_micro):
+            for i in range(env.n_nodes):
+                env._check_budget(i)
+    except torch.cuda.OutOfMemoryError:
+        return True
+    return False
+
+
+def test_a_logical_card_is_a_t4_as_the_hardware_profile_describes_it():
+    t4 = hw.load("4xT4-pcie").devices[0]
+    assert T4_VISIBLE_BYTES == t4.usable_mem_bytes == int(14.75 * 2**30)
+    env = TorchPlacementEnv("ci", CPU3, mem_cap=0.24)
+    assert env.budget_bytes == SimPlacementEnv("ci", "4xT4-pcie", mem_cap=0.24).cap_bytes[0]
+
+
+@pytest.mark.parametrize("n_micro", [1, 4])
+def test_both_executors_give_the_same_oom_verdicts_for_the_baselines_at_cap_024(n_micro):
+    """Experiment C on the 49m GPT, from the estimate only (no 49m step runs): the CPU executor used the raw
+    estimate, so it let the human two-GPU split fit where the simulator (and the seed) run out of memory."""
+    env = TorchPlacementEnv("49m", ["cpu"] * 4, n_micro=n_micro, mem_cap=0.24)
+    sim = SimPlacementEnv("49m", "4xT4-pcie", n_micro=n_micro, mem_cap=0.24)
+    verdicts = {}
+    for label, p in all_baselines(env.graph, 4).items():
+        assert env.estimated_peak_bytes(p) == sim.peak_memory(p)
+        verdicts[label] = sim.measure(p).oom
+        assert env.estimated_oom(p) == budget_check_verdict(env, p) == verdicts[label], label
+    if n_micro == 1:  # the seed's facts of experiment C
+        assert verdicts["human 2-GPU split on 0,1"] and not verdicts["4-way layer split"]
+
+
+def test_a_run_step_and_the_simulator_agree_where_only_the_allocator_overhead_decides():
+    """On the ci GPT with a card sized between the raw and the accounted peak of one placement."""
+    one = (0,) * N
+    graph = TorchPlacementEnv("ci", CPU3).graph
+    raw, accounted = max(peak_memory_estimate(graph, one, 3)), max(accounted_peak_bytes(graph, one, 3))
+    capacity = (raw + accounted) // 2
+    assert raw < capacity < accounted and ALLOC_OVERHEAD > 1
+    env = TorchPlacementEnv("ci", CPU3, mem_cap=1.0, cpu_capacity_bytes=capacity, warmup=0, timed=1)
+    t4 = hw.load("4xT4-pcie")
+    dev = hw.Device.from_dict({**t4.devices[0].to_dict(), "usable_mem_bytes": capacity})
+    sim = SimPlacementEnv(graph, t4.replace(devices=[dev] * 3), mem_cap=1.0)
+    for p in [one, pipeline(graph, (0, 1, 2))] + random_placements(3, k=3):
+        m = env.measure(p)
+        assert m.oom == env.estimated_oom(p) == sim.measure(p).oom, p
+        assert m.peak_mem_bytes == sim.peak_memory(p)
+    assert env.measure(one).oom  # the raw estimate alone would have let it fit
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -17,10 +17,12 @@ Memory cap (experiment C): ``mem_cap`` is a fraction of each card, imposed on CU
 ``torch.cuda.set_per_process_memory_fraction``. An out-of-memory error is caught, everything the step
 allocated is freed and the placement is charged ``OOM_PENALTY_S``. On CPU the devices are *logical*: all are
 ``cpu``, so a crossing edge is a ``clone`` instead of a transfer, but the code path is the same. There, peak
-memory is the accounted estimate ``lib.graph.peak_memory_estimate`` (not a measurement), and with a
-``mem_cap`` an injected budget check raises the same ``torch.cuda.OutOfMemoryError`` in the middle of the
-forward pass when a device's running total exceeds ``mem_cap x cpu_capacity_bytes``, so the recovery path is
-testable without a GPU. After an OOM the optimizer state, gradients and cached batches are dropped, young
+memory is the simulator's accounted estimate (``lib.placement.memory``: ``peak_memory_estimate`` times
+``ALLOC_OVERHEAD``; not a measurement), and with a ``mem_cap`` an injected budget check raises the same
+``torch.cuda.OutOfMemoryError`` in the middle of the forward pass when a device's running total, accounted the
+same way, exceeds ``mem_cap x cpu_capacity_bytes`` (a T4's usable memory from ``data/hardware/4xT4-pcie.json``
+by default). So on CPU this executor and the simulator give the same out-of-memory verdicts, and the recovery
+path is testable without a GPU. After an OOM the optimizer state, gradients and cached batches are dropped, young
 garbage is collected (a full ``gc.collect()`` every 50 OOMs) and ``torch.cuda.empty_cache()`` runs.
 Used in: Part I, chapters 1-3.
 """
@@ -34,13 +36,16 @@ from typing import Sequence
 
 import torch
 
+from lib import hardware
 from lib.book import measured
 from lib.graph import peak_memory_estimate
 from lib.gpt import GPTConfig, build_model, preset, random_batch
 from lib.placement.env import PHASES, TIMED_STEPS, WARMUP_STEPS, Measurement, validate_placement
+from lib.placement.memory import ALLOC_OVERHEAD, accounted_peak_bytes, cap_bytes, check_alloc_overhead, with_overhead
 
-#: Capacity of one logical CPU "card" for ``mem_cap`` (a T4's 16 GB, about 15 GiB visible to PyTorch).
-T4_VISIBLE_BYTES: int = 15 * 2**30
+#: Capacity of one logical CPU "card" for ``mem_cap``: the memory PyTorch sees on a T4 (14.75 GiB), read from
+#: the hardware profile the simulator uses, so that a ``mem_cap`` means the same bytes in both executors.
+T4_VISIBLE_BYTES: int = hardware.load("4xT4-pcie").devices[0].usable_mem_bytes
 
 
 class TorchPlacementEnv:
@@ -48,12 +53,13 @@ class TorchPlacementEnv:
 
     cfg: a :class:`GPTConfig` or a preset name. devices: torch devices (``cuda:i``) or, on CPU, a list of
     ``cpu`` entries, one per logical device. lr: AdamW's learning rate. cpu_capacity_bytes: the logical card
-    size on CPU that ``mem_cap`` is a fraction of.
+    size on CPU that ``mem_cap`` is a fraction of. alloc_overhead: the allocator factor on the accounted
+    memory on CPU (``lib.placement.memory.ALLOC_OVERHEAD``, as in the simulator).
     """
 
     def __init__(self, cfg: GPTConfig | str, devices: Sequence, n_micro: int = 1, mem_cap: float | None = None,
                  warmup: int = WARMUP_STEPS, timed: int = TIMED_STEPS, seed: int = 0, lr: float = 3e-4,
-                 cpu_capacity_bytes: int = T4_VISIBLE_BYTES):
+                 cpu_capacity_bytes: int = T4_VISIBLE_BYTES, alloc_overhead: float = ALLOC_OVERHEAD):
         self.cfg = preset(cfg) if isinstance(cfg, str) else cfg
         if not isinstance(self.cfg, GPTConfig):
             raise ValueError(f"cfg must be a GPTConfig or a preset name; got {cfg!r}")
@@ -70,12 +76,13 @@ class TorchPlacementEnv:
         if warmup < 0 or timed < 1:
             raise ValueError(f"need warmup >= 0 and timed >= 1; got warmup={warmup}, timed={timed}")
         self.n_micro, self.mem_cap, self.warmup, self.timed, self.lr = int(n_micro), mem_cap, warmup, timed, lr
+        self.alloc_overhead = check_alloc_overhead(alloc_overhead)
         self.cuda = kinds == {"cuda"}
         self.model = build_model(self.cfg, seed)
         self.graph = self.model.graph
         self.n_nodes, self.n_devices = self.graph.n_nodes, len(self.devices)
         self.idx, self.targets = random_batch(self.cfg, seed)
-        self.budget_bytes = None if (self.cuda or mem_cap is None) else mem_cap * cpu_capacity_bytes
+        self.budget_bytes = None if (self.cuda or mem_cap is None) else cap_bytes(cpu_capacity_bytes, mem_cap)
         if self.cuda:
             for d in sorted({d.index or 0 for d in self.devices}):
                 torch.cuda.set_per_process_memory_fraction(1.0 if mem_cap is None else mem_cap, d)
@@ -143,6 +150,20 @@ class TorchPlacementEnv:
             self.place(placement)
         return self._step()[0]
 
+    def estimated_peak_bytes(self, placement: Sequence[int]) -> tuple[int, ...]:
+        """Per-device accounted peak of one step under ``placement`` (what a CPU measurement reports), in bytes."""
+        p = validate_placement(placement, self.n_nodes, self.n_devices)
+        return accounted_peak_bytes(self.graph, p, self.n_devices, self.n_micro, self.alloc_overhead)
+
+    def estimated_oom(self, placement: Sequence[int]) -> bool:
+        """Whether the CPU budget check rejects ``placement`` (some device's accounted peak is over the budget),
+        without running it. False without a cap. On CUDA the real allocator decides: ValueError."""
+        if self.cuda:
+            raise ValueError("estimated_oom is the CPU budget check's verdict; on CUDA devices call measure()")
+        if self.budget_bytes is None:
+            return False
+        return max(self.estimated_peak_bytes(placement)) > self.budget_bytes
+
     # --- internals -----------------------------------------------------------------------------------------
 
     def _measure(self, p: tuple[int, ...]) -> Measurement:
@@ -188,16 +209,18 @@ class TorchPlacementEnv:
         return sorted({d.index or 0 for d in self.devices})
 
     def _check_budget(self, i: int) -> None:
-        """The injected CPU memory check: states + copies + largest transient + saved activations so far."""
+        """The injected CPU memory check: states + copies + largest transient + saved activations so far, times
+        the allocator overhead (the simulator's accounting, so both give the same verdicts)."""
         d = self.placement[i]
         self._running[d] += self.graph.nodes[i].saved_bytes // self.n_micro
-        if self._fixed[d] + self._running[d] > self.budget_bytes:
+        used = with_overhead(self._fixed[d] + self._running[d], self.alloc_overhead)
+        if used > self.budget_bytes:
             raise torch.cuda.OutOfMemoryError(
-                f"simulated out of memory on logical device {d}: {self._fixed[d] + self._running[d]} bytes > "
-                f"budget {self.budget_bytes:.0f} (mem_cap {self.mem_cap})")
+                f"simulated out of memory on logical device {d}: {used} bytes > budget {self.budget_bytes} "
+                f"(mem_cap {self.mem_cap}, allocator overhead {self.alloc_overhead:g})")
 
     def _fixed_bytes(self, p: tuple[int, ...]) -> list[int]:
-        """Per device: the estimate of ``peak_memory_estimate`` minus the saved activations."""
+        """Per device: ``peak_memory_estimate`` minus the saved activations (the overhead is applied later)."""
         est = peak_memory_estimate(self.graph, p, self.n_devices, self.n_micro)
         saved = [0] * self.n_devices
         for n in self.graph.nodes:
@@ -209,7 +232,7 @@ class TorchPlacementEnv:
         report the card's peak), the accounted estimate on CPU."""
         if self.cuda:
             return tuple(int(torch.cuda.max_memory_allocated(d)) for d in self.devices)
-        return peak_memory_estimate(self.graph, p, self.n_devices, self.n_micro)
+        return accounted_peak_bytes(self.graph, p, self.n_devices, self.n_micro, self.alloc_overhead)
 
     def _free(self) -> None:
         """After an out-of-memory error: drop optimizer state, gradients and cached batches, then the cache."""

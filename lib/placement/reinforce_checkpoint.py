@@ -1,0 +1,125 @@
+"""Checkpointing and resuming a REINFORCE run: the run log's model signature, the checkpoint next to the log,
+and the rules for picking a run up again.
+
+After every update the trainer appends one record to its run log and then saves its whole state (placer,
+optimizer, sampling generator, the environment's random state, baseline, top placements) atomically to
+``<log>.ckpt.pt``. A run killed at any point resumes from the last checkpoint; a record written after it (killed
+between the two writes) is dropped and its update redone, so the log ends as an uninterrupted run's would.
+Used in: Part I, chapters 2-3.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Callable
+
+import numpy as np
+import torch
+
+from lib import atomic, runlog
+
+#: Config keys that may differ between a run and its resumption (they do not change the records).
+RESUMABLE_KEYS = ("n_iters",)
+
+
+def model_signature(graph, groups, n_devices: int) -> dict:
+    """What a run log must match to be resumed or evaluated: the model and the device count."""
+    return {
+        "graph": getattr(graph, "name", None),
+        "n_nodes": len(graph.nodes),
+        "groups": [list(g) for g in groups] if groups is not None else None,
+        "n_devices": int(n_devices),
+    }
+
+
+def check_signature(header: dict, expected: dict, path: str = "run log") -> None:
+    """Raise ``ValueError`` naming the first mismatch between a log's model and the expected one."""
+    got = header.get("model")
+    if got is None:
+        raise ValueError(f"{path} has no model signature in its header")
+    for key in ("graph", "n_nodes", "n_devices", "groups"):
+        if got.get(key) != expected.get(key):
+            raise ValueError(
+                f"{path} was written for another model: {key}={got.get(key)!r}, expected {expected.get(key)!r}"
+            )
+
+
+def _env_rng(env):
+    for name in ("rng", "_rng"):
+        r = getattr(env, name, None)
+        if isinstance(r, np.random.Generator):
+            return r
+    return None
+
+
+def env_rng_state(env):
+    """The environment's random state (None when it has none): a noisy simulator keeps a numpy Generator."""
+    if hasattr(env, "get_rng_state") and hasattr(env, "set_rng_state"):
+        return ("method", env.get_rng_state())
+    r = _env_rng(env)
+    return ("generator", r.bit_generator.state) if r is not None else None
+
+
+def set_env_rng_state(env, state) -> None:
+    """Restore what :func:`env_rng_state` returned."""
+    if state is None:
+        return
+    how, s = state
+    if how == "method":
+        env.set_rng_state(s)
+    else:
+        _env_rng(env).bit_generator.state = s
+
+
+def save_atomic(obj, path: str) -> None:
+    """``torch.save`` to ``path`` whole or not at all."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic.write_bytes(path, buf.getvalue())
+
+
+def checkpoint_path(log_path: str) -> str:
+    """Where a run log's checkpoint lives: next to it."""
+    return log_path + ".ckpt.pt"
+
+
+def open_run_log(path: str, resume: bool, make_header: Callable[[], dict], config: dict, signature: dict,
+                 env_info) -> tuple[runlog.RunLog, list, dict | None]:
+    """Open ``path`` for appending: ``(log, records so far, checkpointed state or None)``.
+
+    With ``resume`` and an existing log, check that it was written for the same model (``signature``), config
+    (but for ``RESUMABLE_KEYS``) and environment, drop records newer than the checkpoint, and raise the
+    header's ``n_iters`` if this run asks for more. Otherwise start a new log from ``make_header()``.
+    """
+    ckpt = checkpoint_path(path)
+    if resume and os.path.exists(path):
+        header, records = runlog.read(path)
+        check_signature(header, signature, path)
+        mine = {k: v for k, v in config.items() if k not in RESUMABLE_KEYS}
+        theirs = {k: v for k, v in header.get("config", {}).items() if k not in RESUMABLE_KEYS}
+        if mine != theirs:
+            diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            raise ValueError(f"{path} was written with another config (differs in {diff}); "
+                             f"use another output path or resume=False")
+        if header.get("env") != env_info:
+            raise ValueError(f"{path} was written on env {header.get('env')!r}, not {env_info!r}")
+        state = None
+        if os.path.exists(ckpt):
+            state = torch.load(ckpt, weights_only=False)
+            n = state["n_updates"]
+            if len(records) < n:
+                raise ValueError(f"{path} has {len(records)} records but its checkpoint is at update {n}")
+            if len(records) > n:  # killed between writing a record and its checkpoint: redo that update
+                runlog.rewrite(path, header, records[:n])
+                records = records[:n]
+        elif records:
+            raise ValueError(f"{path} has {len(records)} records but no checkpoint {ckpt!r}; cannot resume")
+        log = runlog.RunLog(path)
+        if config["n_iters"] > header["config"]["n_iters"]:  # an extended run: keep the header honest
+            header["config"]["n_iters"] = config["n_iters"]
+            runlog.rewrite(path, header, records)
+        return log, list(records), state
+    if os.path.exists(ckpt):
+        os.unlink(ckpt)
+    return runlog.RunLog.create(path, make_header()), [], None

@@ -1,0 +1,118 @@
+"""What a REINFORCE run is and what it leaves: its config, and its result read back from the run log.
+
+``TrainConfig`` is the run's every setting (frozen, with a JSON form, stored in the log's header);
+``RunResult`` is what the evaluation and the figures need, rebuilt from the log alone: the top placements by
+their fastest timing and the final favourite (greedy decoding). Used in: Part I, chapters 2-3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Sequence
+
+from lib import runlog
+from lib.placement.reinforce_baselines import BASELINES
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One REINFORCE run. Placer sizes default small (the 2018 authors' code used hidden 512)."""
+
+    n_iters: int = 250
+    k: int = 8
+    lr: float = 1e-3
+    baseline: str = "moving_average"
+    baseline_decay: float = 0.9  # bl_dec of the 2018 authors' code
+    entropy: float = 0.0
+    stop_when_identical: bool = False
+    top_n: int = 5
+    hidden: int = 64
+    op_embed: int = 16
+    dev_embed: int = 16
+    grad_clip: float | None = 1.0
+    logit_tanh: float | None = None
+    cache_measurements: bool = False  # only for deterministic environments (noise off)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
+        if self.k < 1:
+            raise ValueError(f"k (samples per update) must be >= 1; got {self.k}")
+        if self.baseline == "leave_one_out" and self.k < 2:
+            raise ValueError(f"the leave-one-out baseline needs k >= 2 samples per update; got k={self.k}")
+        if self.n_iters < 0:
+            raise ValueError(f"n_iters must be >= 0; got {self.n_iters}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}")
+        if not 0 <= self.baseline_decay < 1:
+            raise ValueError(f"baseline_decay must be in [0, 1); got {self.baseline_decay}")
+        if self.entropy < 0:
+            raise ValueError(f"entropy (bonus weight) must be >= 0; got {self.entropy}")
+        if self.top_n < 1:
+            raise ValueError(f"top_n must be >= 1; got {self.top_n}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown TrainConfig keys {sorted(unknown)}; allowed: {sorted(names)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run leaves: its top placements (node devices, fastest timing in seconds) and final favourite."""
+
+    path: str | None
+    header: dict
+    records: tuple
+    top: tuple  # ((placement, best_step_s), ...) fastest first
+    favourite: tuple | None
+    stopped_early: bool
+
+    @property
+    def n_updates(self) -> int:
+        return len(self.records)
+
+    @property
+    def config(self) -> TrainConfig:
+        return TrainConfig.from_dict(self.header["config"])
+
+    @classmethod
+    def from_log(cls, path: str) -> "RunResult":
+        header, records = runlog.read(path)
+        if header.get("run_kind") != "reinforce":
+            raise ValueError(f"{path!r} is not a REINFORCE run log (run_kind={header.get('run_kind')!r})")
+        top: list = []
+        n = header["config"]["top_n"]
+        for r in records:
+            top = merge_top(top, r["placements"], r["step_s"], n)
+        fav = tuple(records[-1]["favourite"]) if records else None
+        stopped = bool(records and records[-1].get("stop"))
+        return cls(path, header, tuple(records), tuple((tuple(p), s) for p, s in top), fav, stopped)
+
+    def candidates(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The RL side of the head-to-head: the top placements and the final favourite, without repeats."""
+        out, seen = [], set()
+        for i, (p, _) in enumerate(self.top):
+            out.append((f"top{i + 1}", tuple(p)))
+            seen.add(tuple(p))
+        if self.favourite is not None and self.favourite not in seen:
+            out.append(("favourite", self.favourite))
+        return out
+
+
+def merge_top(top: list, placements: Sequence, step_s: Sequence[float], n: int) -> list:
+    """Merge measured placements into the top-``n`` list of distinct placements by fastest timing."""
+    best = {tuple(p): s for p, s in top}
+    for p, s in zip(placements, step_s):
+        key = tuple(int(d) for d in p)
+        if key not in best or s < best[key]:
+            best[key] = float(s)
+    ranked = sorted(best.items(), key=lambda kv: (kv[1], kv[0]))
+    return [(list(p), s) for p, s in ranked[:n]]

@@ -1,0 +1,252 @@
+"""The simulator's event engine: per-op times from a roofline (or a measured profile) and one step's program
+run on per-device streams and link channels.
+
+See ``lib.placement.sim_env`` for the model in words (streams, copies, roofline, AdamW). This module holds its
+constants, the per-op time formulas and :class:`StepEngine`, which precomputes every op's and copy's time for a
+graph, a hardware profile and a micro-batch count, then replays the step's program for a placement in plain
+Python (a few thousand placements a second). Used in: Part I, chapters 1-3 (``mode="sim"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from lib import hardware as hw
+from lib.graph import Graph
+
+#: Kernels one node launches (forward, backward), counted from the eager implementation in ``lib/gpt.py``.
+KERNELS: dict[str, tuple[int, int]] = {
+    "embedding": (3, 4), "layernorm": (1, 2), "attention": (12, 20), "add": (1, 0),
+    "mlp": (4, 7), "head": (1, 2), "loss": (2, 3),
+}
+#: Memory traffic of PyTorch's default (foreach) AdamW per fp32 parameter: about 20 passes of 4 bytes
+#: (lerp of m; mul and addcmul of v; weight decay on p; sqrt, div, add for the denominator; addcdiv into p).
+ADAMW_BYTES_PER_PARAM: int = 80
+#: Kernel launches of one foreach AdamW step on one device (one per foreach op above).
+ADAMW_KERNELS: int = 8
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """Per-node forward and backward times measured on a real device, replacing the roofline for that device.
+
+    Times are for one (micro-)batch of ``batch`` sequences; ``optimizer_s_per_param`` is the measured AdamW
+    time divided by the parameter count. Written by ``benchmarks/gpu_check.py``'s profiler.
+    """
+
+    graph_name: str
+    batch: int
+    device_name: str
+    fwd_s: tuple[float, ...]
+    bwd_s: tuple[float, ...]
+    optimizer_s_per_param: float
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["fwd_s"], d["bwd_s"] = list(self.fwd_s), list(self.bwd_s)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NodeProfile":
+        return cls(str(d["graph_name"]), int(d["batch"]), str(d["device_name"]),
+                   tuple(float(x) for x in d["fwd_s"]), tuple(float(x) for x in d["bwd_s"]),
+                   float(d["optimizer_s_per_param"]), str(d.get("source", "")))
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One box of a step's timeline: ``lane`` is a device ("gpu0") or a link channel ("bus")."""
+
+    lane: str
+    kind: str  # "forward", "backward", "copy", "optimizer"
+    label: str
+    micro: int
+    start_s: float
+    end_s: float
+
+
+def _dtype_for(graph: Graph) -> str:
+    return {4: "fp32", 2: "fp16"}.get(graph.dtype_bytes, "fp32")
+
+
+def op_seconds(flops: float, n_bytes: float, device: hw.Device, kernels: int, dtype: str = "fp32") -> float:
+    """Roofline time of one op on ``device``: the slower of compute and memory, plus launch overheads."""
+    return max(flops / device.achievable_flops(dtype), n_bytes / device.achievable_mem_bw_bytes_per_s) + (
+        kernels * device.launch_overhead_s
+    )
+
+
+def adamw_seconds(n_params: int, device: hw.Device) -> float:
+    """One AdamW step over ``n_params`` fp32 parameters on ``device`` (0 when it holds none)."""
+    if n_params <= 0:
+        return 0.0
+    return n_params * ADAMW_BYTES_PER_PARAM / device.achievable_mem_bw_bytes_per_s + ADAMW_KERNELS * device.launch_overhead_s
+
+
+class StepEngine:
+    """Every op's, copy's and AdamW update's time for ``graph`` on ``profile`` with ``n_micro`` micro-batches.
+
+    node_profile: measured per-node times for the devices whose name matches ``NodeProfile.device_name``.
+    device_time_factors: per-device multipliers on compute times (a noisy machine's speeds; 1 = nominal).
+    sync_phases: synchronise every device between forward, backward and optimizer.
+    """
+
+    def __init__(self, graph: Graph, profile: hw.HardwareProfile, n_micro: int = 1,
+                 node_profile: NodeProfile | None = None, device_time_factors: Sequence[float] | None = None,
+                 sync_phases: bool = False):
+        g, M, n_dev, prof = graph, int(n_micro), profile.n_devices, profile
+        self.n_devices, self.n_micro, self.n_nodes, self.sync_phases = n_dev, M, g.n_nodes, bool(sync_phases)
+        factors = tuple(device_time_factors) if device_time_factors is not None else (1.0,) * n_dev
+        self.names = [n.name for n in g.nodes]
+        micro = g.with_batch(g.batch // M) if M > 1 else g
+        dtype = _dtype_for(g)
+        if node_profile is not None and (node_profile.graph_name != g.name or node_profile.batch != micro.batch
+                                         or len(node_profile.fwd_s) != g.n_nodes):
+            raise ValueError(f"node_profile is for {node_profile.graph_name!r} at batch {node_profile.batch}; "
+                             f"this env needs {g.name!r} at micro-batch {micro.batch} with {g.n_nodes} nodes")
+        fwd, bwd = [], []
+        for n in micro.nodes:
+            kf, kb = KERNELS[n.op]
+            rf, rb = [], []
+            for d, dev in enumerate(prof.devices):
+                if node_profile is not None and node_profile.device_name == dev.name:
+                    tf, tb = node_profile.fwd_s[n.index], node_profile.bwd_s[n.index]
+                else:
+                    tf = op_seconds(n.fwd_flops, n.fwd_bytes, dev, kf, dtype)
+                    tb = op_seconds(n.bwd_flops, n.bwd_bytes, dev, kb, dtype)
+                rf.append(tf * factors[d])
+                rb.append(tb * factors[d])
+            fwd.append(rf)
+            bwd.append(rb)
+        self.fwd_s, self.bwd_s = fwd, bwd
+        self._inputs = [tuple(n.inputs) for n in g.nodes]
+        host = prof.host_launch_s
+        self._host_fwd = [KERNELS[n.op][0] * host for n in g.nodes]
+        self._host_bwd = [KERNELS[n.op][1] * host for n in g.nodes]
+        self._host_s, self._host_adam = host, ADAMW_KERNELS * host
+        self._params = [n.params for n in g.nodes]
+        # Copies: per node, per (src, dst) pair, the time of its (micro-batch) output over the link.
+        channels = prof.channel_names() if n_dev > 1 else ()
+        self._n_channels = len(channels)
+        self._chan_names = channels
+        self._chans = [[()] * n_dev for _ in range(n_dev)]
+        links = {}
+        for s in range(n_dev):
+            for d in range(n_dev):
+                if s != d:
+                    links[s, d] = prof.link(s, d)
+                    self._chans[s][d] = tuple(channels.index(c) for c in links[s, d].channels)
+        copy_s = []
+        for n in micro.nodes:
+            row = [[0.0] * n_dev for _ in range(n_dev)]
+            for (s, d), ln in links.items():
+                row[s][d] = ln.copy_s(n.out_bytes)
+            copy_s.append(row)
+        self._copy_s = copy_s
+        # AdamW seconds per parameter on each device (and a fixed launch part).
+        self._adam_per_param, self._adam_fixed = [], []
+        for d, dev in enumerate(prof.devices):
+            if node_profile is not None and node_profile.device_name == dev.name:
+                per, fixed = node_profile.optimizer_s_per_param, 0.0
+            else:
+                per = ADAMW_BYTES_PER_PARAM / dev.achievable_mem_bw_bytes_per_s
+                fixed = ADAMW_KERNELS * dev.launch_overhead_s
+            self._adam_per_param.append(per * factors[d])
+            self._adam_fixed.append(fixed * factors[d])
+
+    def simulate(self, p, trace: list | None = None) -> tuple[float, float, float]:
+        """Run the step's program once; return (forward end, backward end, step end) in seconds.
+
+        ``free[d]``: when device d's stream has done all work issued so far; ``chan[c]``: the same for a link
+        channel; ``h``: the host's clock (it issues forward work and the optimizer; in backward, autograd gives
+        every device its own issuing thread, ``hd[d]``).
+        """
+        n_dev, M, N = self.n_devices, self.n_micro, self.n_nodes
+        free = [0.0] * n_dev
+        chan = [0.0] * self._n_channels
+        fwd, bwd, inputs, copy_s, chans = self.fwd_s, self.bwd_s, self._inputs, self._copy_s, self._chans
+        hf, hb, hs = self._host_fwd, self._host_bwd, self._host_s
+        h = 0.0
+        order = range(N)
+        for m in range(M):
+            for i in order:
+                d = p[i]
+                for q in inputs[i]:
+                    s = p[q]
+                    if s != d:  # copy q's output s -> d before node i runs
+                        h += hs
+                        t = free[s] if free[s] > free[d] else free[d]
+                        if h > t:
+                            t = h
+                        cs = chans[s][d]
+                        for c in cs:
+                            if chan[c] > t:
+                                t = chan[c]
+                        e = t + copy_s[q][s][d]
+                        free[s] = free[d] = e
+                        for c in cs:
+                            chan[c] = e
+                        if trace is not None:
+                            self._trace_copy(trace, q, i, s, d, m, t, e, "activation")
+                h += hf[i]
+                t = free[d] if free[d] > h else h
+                free[d] = t + fwd[i][d]
+                if trace is not None:
+                    trace.append(TraceEvent(f"gpu{d}", "forward", self.names[i], m, t, free[d]))
+        fwd_end = max(free)
+        if self.sync_phases:
+            h = fwd_end if fwd_end > h else h
+            free = [fwd_end] * n_dev
+        hd = [h] * n_dev
+        rev = range(N - 1, -1, -1)
+        for m in range(M - 1, -1, -1):
+            for i in rev:
+                d = p[i]
+                hd[d] += hb[i]
+                t = free[d] if free[d] > hd[d] else hd[d]
+                free[d] = t + bwd[i][d]
+                if trace is not None:
+                    trace.append(TraceEvent(f"gpu{d}", "backward", self.names[i], m, t, free[d]))
+                for q in inputs[i]:
+                    s = p[q]
+                    if s != d:  # the gradient of q's output goes back d -> s
+                        hd[d] += hs
+                        if hd[d] > hd[s]:
+                            hd[s] = hd[d]
+                        t = free[s] if free[s] > free[d] else free[d]
+                        if hd[d] > t:
+                            t = hd[d]
+                        cs = chans[d][s]
+                        for c in cs:
+                            if chan[c] > t:
+                                t = chan[c]
+                        e = t + copy_s[q][d][s]
+                        free[s] = free[d] = e
+                        for c in cs:
+                            chan[c] = e
+                        if trace is not None:
+                            self._trace_copy(trace, q, i, d, s, m, t, e, "gradient")
+        bwd_end = max(free)
+        h = max(hd)
+        if self.sync_phases:
+            h = bwd_end if bwd_end > h else h
+            free = [bwd_end] * n_dev
+        params = [0] * n_dev
+        for i, d in enumerate(p):
+            params[d] += self._params[i]
+        for d in range(n_dev):
+            if params[d]:
+                h += self._host_adam
+                t = free[d] if free[d] > h else h
+                free[d] = t + self._adam_fixed[d] + params[d] * self._adam_per_param[d]
+                if trace is not None:
+                    trace.append(TraceEvent(f"gpu{d}", "optimizer", "AdamW", -1, t, free[d]))
+        return fwd_end, bwd_end, max(free)
+
+    def _trace_copy(self, trace, q, i, s, d, m, t, e, what):
+        lanes = [self._chan_names[c] for c in self._chans[s][d]] or ["copy"]
+        label = f"{what} of {self.names[q]} gpu{s}->gpu{d}"
+        for lane in lanes:
+            trace.append(TraceEvent(lane, "copy", label, m, t, e))
