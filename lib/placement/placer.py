@@ -21,19 +21,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from lib.graph import OP_TYPES
+from lib.graph import expand as expand_groups
+
 #: Output-shape dimensions kept per item (the paper pads to a fixed length).
 MAX_DIMS = 4
 #: Relative offsets (±1 .. ±ADJ_WINDOW) encoded one-hot in the adjacency features.
 ADJ_WINDOW = 4
-
-
-def _default_op_types(ops: Sequence[str]) -> tuple[str, ...]:
-    try:
-        from lib.graph import OP_TYPES  # the shared contract, when present
-
-        return tuple(OP_TYPES)
-    except ImportError:
-        return tuple(sorted(set(ops)))
 
 
 def check_groups(groups: Sequence[Sequence[int]], n_nodes: int) -> tuple[tuple[int, ...], ...]:
@@ -51,18 +45,12 @@ def check_groups(groups: Sequence[Sequence[int]], n_nodes: int) -> tuple[tuple[i
 
 
 def expand(item_placement: Sequence[int], groups: Sequence[Sequence[int]] | None, n_nodes: int) -> tuple[int, ...]:
-    """Item devices -> per-node devices (placing a group places all its nodes)."""
+    """Item devices -> per-node devices: the placement itself for nodes, ``lib.graph.expand`` for groups."""
     if groups is None:
         if len(item_placement) != n_nodes:
             raise ValueError(f"placement has {len(item_placement)} entries; expected {n_nodes}")
         return tuple(int(d) for d in item_placement)
-    if len(item_placement) != len(groups):
-        raise ValueError(f"group placement has {len(item_placement)} entries; there are {len(groups)} groups")
-    out = [-1] * n_nodes
-    for d, g in zip(item_placement, groups):
-        for i in g:
-            out[i] = int(d)
-    return tuple(out)
+    return expand_groups(item_placement, groups, n_nodes)
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ class PlacerInputs:
         nodes = list(graph.nodes)
         n = len(nodes)
         gs = check_groups(groups, n) if groups is not None else tuple((i,) for i in range(n))
-        types = tuple(op_types) if op_types is not None else _default_op_types([nd.op for nd in nodes])
+        types = tuple(op_types) if op_types is not None else tuple(OP_TYPES)
         col = {t: j for j, t in enumerate(types)}
         item_of = {}
         for gi, g in enumerate(gs):
