@@ -564,9 +564,10 @@ print(f"{SEED}: the fastest training timing was 8-15 ms better than the same pla
     code("""
 fav = next((s for s in hA.selection if s.side == "rl" and s.placement == runs["A"].favourite), None)
 gpu = hA.entry("single_gpu")
-if fav is not None:
-    print(f"A: the final favourite ({fav.label}) averaged {fav.mean_s * 1e3:.1f} ms in selection; "
-          f"the best single GPU {gpu.mean_s * 1e3:.1f} ms in confirmation  ({hA.source})")
+gpu_sel = next((s for s in hA.selection if s.side == "single_gpu" and s.placement == gpu.placement), None)
+if fav is not None and gpu_sel is not None:  # both from the same selection rounds, so comparable
+    print(f"A: in the selection rounds the final favourite ({fav.label}) averaged {fav.mean_s * 1e3:.1f} ms, "
+          f"the best single GPU {gpu_sel.mean_s * 1e3:.1f} ms  ({hA.source})")
 print(f"{SEED}: the policy itself never beat a single GPU in A (its favourite ran at 226-235 ms)")
 multi = [e.std_s * 1e3 for e in hA.entries if len(set(e.placement)) > 1 and not e.oom]
 print(f"spread over confirmation rounds: single GPU ± {gpu.std_s * 1e3:.2f} ms, multi-GPU entries "
