@@ -85,6 +85,22 @@ def adamw_seconds(n_params: int, device: hw.Device) -> float:
     return n_params * ADAMW_BYTES_PER_PARAM / device.achievable_mem_bw_bytes_per_s + ADAMW_KERNELS * device.launch_overhead_s
 
 
+def _copy(free: list, chan: list, channels, a: int, b: int, host_s: float, dur_s: float) -> tuple[float, float]:
+    """One cross-device copy between devices ``a`` and ``b``: it starts when both streams, the host and every
+    channel it uses are free, and blocks both streams and those channels until it ends. Returns (start, end)."""
+    t = free[a] if free[a] > free[b] else free[b]
+    if host_s > t:
+        t = host_s
+    for c in channels:
+        if chan[c] > t:
+            t = chan[c]
+    e = t + dur_s
+    free[a] = free[b] = e
+    for c in channels:
+        chan[c] = e
+    return t, e
+
+
 class StepEngine:
     """Every op's, copy's and AdamW update's time for ``graph`` on ``profile`` with ``n_micro`` micro-batches.
 
@@ -177,17 +193,7 @@ class StepEngine:
                     s = p[q]
                     if s != d:  # copy q's output s -> d before node i runs
                         h += hs
-                        t = free[s] if free[s] > free[d] else free[d]
-                        if h > t:
-                            t = h
-                        cs = chans[s][d]
-                        for c in cs:
-                            if chan[c] > t:
-                                t = chan[c]
-                        e = t + copy_s[q][s][d]
-                        free[s] = free[d] = e
-                        for c in cs:
-                            chan[c] = e
+                        t, e = _copy(free, chan, chans[s][d], s, d, h, copy_s[q][s][d])
                         if trace is not None:
                             self._trace_copy(trace, q, i, s, d, m, t, e, "activation")
                 h += hf[i]
@@ -215,17 +221,7 @@ class StepEngine:
                         hd[d] += hs
                         if hd[d] > hd[s]:
                             hd[s] = hd[d]
-                        t = free[s] if free[s] > free[d] else free[d]
-                        if hd[d] > t:
-                            t = hd[d]
-                        cs = chans[d][s]
-                        for c in cs:
-                            if chan[c] > t:
-                                t = chan[c]
-                        e = t + copy_s[q][d][s]
-                        free[s] = free[d] = e
-                        for c in cs:
-                            chan[c] = e
+                        t, e = _copy(free, chan, chans[d][s], s, d, hd[d], copy_s[q][d][s])
                         if trace is not None:
                             self._trace_copy(trace, q, i, d, s, m, t, e, "gradient")
         bwd_end = max(free)
