@@ -316,19 +316,18 @@ def test_memory_breakdown_adds_up_and_names_the_logits():
 
 
 def test_simulator_speed_bound_with_margin():
-    """The benchmark's bound (1,000 placements/s at n_micro=1; 250/s at n_micro=4), checked loosely here."""
-    import time
+    """The benchmark's bounds (1,000 placements/s at n_micro=1; 250/s at n_micro=4), timed by its own ``rate``."""
+    import importlib.util
+    import os
 
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "bench_sim_env.py")
+    spec = importlib.util.spec_from_file_location("bench_sim_env", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     rng = np.random.default_rng(0)
-    for n_micro, bound in ((1, 1000), (4, 250)):
-        env = SimPlacementEnv("49m", "4xT4-pcie", n_micro=n_micro)
-        ps = rng.integers(0, 4, (200, 40)).tolist()
-        best = 0.0
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for p in ps:
-                env.measure(p)
-            best = max(best, len(ps) / (time.perf_counter() - t0))
+    for (preset, n_micro, noise), bound in bench.BOUNDS.items():
+        env = SimPlacementEnv(preset, "4xT4-pcie", n_micro=n_micro)
+        best = bench.rate(env, rng.integers(0, 4, (200, 40)).tolist())
         assert best >= bound, f"n_micro={n_micro}: {best:.0f} placements/s < {bound}"
 
 
