@@ -30,12 +30,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--global-bsz", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--sdp-impl", default="auto", choices=("auto", "fsdp2", "manual"),
+                    help="SDP by FSDP2's fully_shard or the hand-written fallback (auto: FSDP2 where it works)")
     ap.add_argument("--no-other", action="store_true", help="bare cost model: no measured non-layer time")
     ap.add_argument("--save", action="store_true", help="write the measured profile to data/galvatron/")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     a = ap.parse_args(argv)
     cfg = ModelConfig(d_model=a.d_model, n_layer=a.n_layer, n_head=a.n_head, seq_len=a.seq_len)
-    res = profile_search_run(cfg, a.world_size, a.global_bsz, steps=a.steps, add_other=not a.no_other)
+    res = profile_search_run(cfg, a.world_size, a.global_bsz, steps=a.steps, add_other=not a.no_other,
+                             sdp_impl=a.sdp_impl)
     c = res["cluster"]
     print(f"measured on cpu/gloo, {a.world_size} ranks, model {cfg.to_dict()}, global batch {a.global_bsz}")
     print(f"profile: fwd {res['model'].layer_types[0].fwd_ms_per_sample:.4f} ms/sample/layer, all-reduce "

@@ -2,6 +2,7 @@
 single-process loss and updated parameters; bad plans fail on every rank without hanging."""
 
 import pytest
+import torch
 
 from lib.galvatron.grid import Layout, atoms_layout
 from lib.galvatron.launch import spawn_local
@@ -11,6 +12,8 @@ from lib.galvatron.rt_plan import RunPlan, from_galvatron_dict, from_search_plan
 from lib.galvatron.tp import plan_transition
 
 TOL = 1e-5
+# What "auto" must pick here: FSDP2 whenever this torch has fully_shard and gloo can reduce-scatter (2.13 can).
+FSDP2 = "fsdp2" if tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 13) else None
 
 
 def all_uniform(world, n_layer, bsz):
@@ -60,15 +63,19 @@ def test_reference_update_is_large_against_tolerance():
     assert moved > 1000 * TOL  # so equality within TOL means the gradients were right
 
 
-def _check(world, plans, cfg):
+def _check(world, plans, cfg, sdp_impl="auto"):
     res = spawn_local({"kind": "check", "plans": [p.to_dict() for p in plans], "model": cfg.to_dict(),
-                       "steps": 2, "lr": 0.5}, world, timeout_s=150)
+                       "steps": 2, "lr": 0.5, "sdp_impl": sdp_impl}, world, timeout_s=150)
     assert len(res) == world  # spawn_local raised unless every exit code was 0
+    want = FSDP2 if sdp_impl == "auto" else sdp_impl
     for i, p in enumerate(plans):
         for r in res:
             c = r["checks"][i]
             assert c["param_err"] < TOL, (p.label(), r["rank"], c)
             assert c["loss_err"] < TOL, (p.label(), r["rank"], c)
+            uses_sdp = any(lay.sdp and lay.dp > 1 for lay in p.layers)
+            if want is not None or not uses_sdp:  # (older torch: "auto" may fairly pick either)
+                assert c["sdp_impl"] == (want if uses_sdp else None), (p.label(), c["sdp_impl"])
 
 
 @pytest.mark.timeout(150)
@@ -87,6 +94,22 @@ def test_every_strategy_and_mixed_plans_4_ranks():
              RunPlan(4, 2, (L(2, 1), L(1, 2, True), L(1, 2), L(2, 1)), 16, 2),
              RunPlan(4, 2, (L(1, 2), L(2, 1), L(2, 1), L(2, 1)), 8, 2, (1, 3))]
     _check(4, all_uniform(4, 4, 8) + mixed, cfg)
+
+
+@pytest.mark.timeout(150)
+def test_hand_written_sdp_fallback_matches_reference_too():
+    """The fallback for torch without FSDP2 (or gloo without reduce-scatter), forced, on every SDP shape."""
+    cfg = ModelConfig(n_layer=4)
+    plans = [p for p in all_uniform(4, 4, 8) if p.layers[0].sdp]
+    plans.append(RunPlan(4, 1, (L(1, 4, True, ckpt=True), L(2, 2, True), L(2, 2, True, False), L(4, 1)), 8, 2))
+    _check(4, plans, cfg, sdp_impl="manual")
+
+
+def test_unknown_sdp_impl_is_refused():
+    from lib.galvatron.sdp import resolve_sdp_impl
+
+    with pytest.raises(ValueError, match="sdp_impl must be one of"):
+        resolve_sdp_impl("zero3")
 
 
 def test_galvatron_json_and_search_plan_adapter():
@@ -122,3 +145,23 @@ def test_bad_plan_fails_on_every_rank(plan, model, match):
     with pytest.raises(ValueError, match=match) as e:
         spawn_local({"kind": "train", "plan": plan, "model": ModelConfig(**model).to_dict()}, 2, timeout_s=60)
     assert "ranks [0, 1]" in str(e.value) and "exit codes [1, 1]" in str(e.value)
+
+
+@pytest.mark.timeout(150)
+def test_fsdp2_and_hand_written_sdp_train_alike_with_adam():
+    """Adam is elementwise, so sharding must not change it: both SDP implementations give the same losses."""
+    from lib.galvatron.sdp import SDP_IMPLS
+
+    assert SDP_IMPLS == ("auto", "fsdp2", "manual")
+    if FSDP2 is None:
+        pytest.skip("FSDP2 on gloo is only asserted for torch >= 2.13")
+    cfg = ModelConfig(n_layer=2)
+    plan = RunPlan(2, 1, (L(1, 2, True), L(2, 1)), 8, 2).to_dict()
+    losses = {}
+    for impl in ("fsdp2", "manual"):
+        res = spawn_local({"kind": "train", "plans": [plan], "model": cfg.to_dict(), "optimizer": "adam",
+                           "lr": 0.01, "steps": 3, "warmup": 1, "sdp_impl": impl}, 2, timeout_s=120)
+        assert {r["runs"][0]["sdp_impl"] for r in res} == {impl}
+        losses[impl] = res[0]["runs"][0]["losses"]
+    assert losses["fsdp2"] == pytest.approx(losses["manual"], abs=1e-5)
+    assert losses["fsdp2"][-1] < losses["fsdp2"][0]  # and it trains

@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     run.add_argument("--backend", default=None, help="gloo or nccl (default: nccl with --device cuda)")
     run.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    run.add_argument("--sdp-impl", default="auto", choices=["auto", "fsdp2", "manual"],
+                     help="SDP layers by FSDP2's fully_shard, by hand, or FSDP2 where this torch/backend allows")
     run.add_argument("--check", action="store_true", help="compare with the single-process reference")
     run.add_argument("--out", default=None, help="write the summary JSON here (rank 0)")
     return ap
@@ -54,7 +56,7 @@ def main(argv=None) -> int:
     backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
     job = {"kind": "check" if args.check else "train", "plan": plan_dict, "model": model, "steps": args.steps,
            "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "optimizer": args.optimizer,
-           "backend": backend, "device": args.device}
+           "backend": backend, "device": args.device, "sdp_impl": args.sdp_impl}
     from .launch import run_rank
 
     results = run_rank(job, gather=True)

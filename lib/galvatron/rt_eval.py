@@ -28,6 +28,7 @@ class RunResult:
     rss_growth_mb: tuple     # peak minus the resident memory before this plan was built, MB
     peak_cuda_mb: tuple      # allocator peak per rank on CUDA (empty on CPU), MB
     losses: tuple
+    sdp_impl: str | None = None  # "fsdp2" or "manual" when the plan shards parameters (see ``sdp``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -39,7 +40,7 @@ class RunResult:
 
 def run_local(plans: list, cfg: ModelConfig, world_size: int, steps: int = 5, warmup: int = 2,
               timeout_s: float = 180.0, device: str = "cpu", backend: str = "gloo", seed: int = 0,
-              probe_batch: int = 0, probes: list | None = None) -> list:
+              probe_batch: int = 0, probes: list | None = None, sdp_impl: str = "auto") -> list:
     """Run every plan (``RunPlan`` or search ``Plan``) on ``world_size`` local ranks in one spawn.
 
     With ``probe_batch`` > 0, every rank also times one layer before and after the runs; the per-rank
@@ -47,7 +48,7 @@ def run_local(plans: list, cfg: ModelConfig, world_size: int, steps: int = 5, wa
     rps = [p if isinstance(p, RunPlan) else from_search_plan(p) for p in plans]
     job = {"kind": "train", "plans": [p.to_dict() for p in rps], "model": cfg.to_dict(), "steps": steps,
            "warmup": warmup, "device": device, "backend": backend, "seed": seed,
-           "probe": probe_batch > 0, "probe_batch": probe_batch}
+           "probe": probe_batch > 0, "probe_batch": probe_batch, "sdp_impl": sdp_impl}
     ranks = spawn_local(job, world_size, timeout_s)
     if probes is not None:
         probes += [v for r in ranks for v in r.get("probe_ms", [])]
@@ -63,7 +64,7 @@ def run_local(plans: list, cfg: ModelConfig, world_size: int, steps: int = 5, wa
             peak_rss_mb=tuple(r["peak_rss_bytes"] / mb for r in runs),
             rss_growth_mb=tuple((r["peak_rss_bytes"] - r["base_rss_bytes"]) / mb for r in runs),
             peak_cuda_mb=tuple(r["peak_cuda_bytes"] / mb for r in runs if "peak_cuda_bytes" in r),
-            losses=tuple(last[0]["losses"]) if last else ()))
+            losses=tuple(last[0]["losses"]) if last else (), sdp_impl=runs[0].get("sdp_impl")))
     return out
 
 
@@ -91,7 +92,7 @@ def estimate(plan, model, cluster, overlap: bool = True) -> dict:
 
 def compare(plans: dict, model, cluster, cfg: ModelConfig, world_size: int, steps: int = 5, warmup: int = 2,
             timeout_s: float = 180.0, other_s: float = 0.0, device: str = "cpu", backend: str = "gloo",
-            probe_batch: int = 0, probes: list | None = None) -> list:
+            probe_batch: int = 0, probes: list | None = None, sdp_impl: str = "auto") -> list:
     """One row per plan: estimate with and without the overlap slowdown, measured, relative errors.
 
     ``other_s`` (the profiler's non-layer time: embedding, head, optimizer) is added to both estimates when
@@ -102,7 +103,7 @@ def compare(plans: dict, model, cluster, cfg: ModelConfig, world_size: int, step
     # Forward then backward order (A B C C B A), best of both: load that drifts during the runs then
     # favours no plan.
     both = run_local(unique + unique[::-1], cfg, world_size, steps, warmup, timeout_s, device, backend,
-                     probe_batch=probe_batch, probes=probes)
+                     probe_batch=probe_batch, probes=probes, sdp_impl=sdp_impl)
     runs = {}
     for p, m in zip(unique + unique[::-1], both):
         if p not in runs or m.iter_s < runs[p].iter_s:
@@ -112,7 +113,8 @@ def compare(plans: dict, model, cluster, cfg: ModelConfig, world_size: int, step
         m = runs[rps[n]]
         e1, e0 = estimate(plans[n], model, cluster, True), estimate(plans[n], model, cluster, False)
         t1, t0 = e1["iter_s"] + other_s, e0["iter_s"] + other_s
-        rows.append({"name": n, "plan": m.plan, "measured_s": m.iter_s, "measured_best_s": m.best_iter_s,
+        rows.append({"name": n, "plan": m.plan, "sdp_impl": m.sdp_impl, "measured_s": m.iter_s,
+                     "measured_best_s": m.best_iter_s,
                      "est_s": t1, "est_no_overlap_s": t0, "est_model_only_s": e1["iter_s"],
                      "err": t1 / m.iter_s - 1, "err_no_overlap": t0 / m.iter_s - 1,
                      "err_model_only": e1["iter_s"] / m.iter_s - 1, "est_mem_mb": e1["mem_mb"],
@@ -129,7 +131,8 @@ def median_abs_error(rows: list, key: str = "err") -> float:
 
 def profile_search_run(cfg: ModelConfig, world_size: int, global_bsz: int, steps: int = 6, warmup: int = 2,
                        budget_gb: float = 64.0, add_other: bool = True, reps: int = 10,
-                       timeout_s: float = 180.0, device: str = "cpu", backend: str = "gloo") -> dict:
+                       timeout_s: float = 180.0, device: str = "cpu", backend: str = "gloo",
+                       sdp_impl: str = "auto") -> dict:
     """The chapter's whole loop: profile this machine, search (Galvatron and the baselines) on that profile,
     run every plan for real, and compare. Profile and runs follow each other at once, because on a shared
     machine the load (and so every time) drifts within minutes; ``drift`` (>= 1) is the largest ratio between
@@ -144,7 +147,7 @@ def profile_search_run(cfg: ModelConfig, world_size: int, global_bsz: int, steps
     batch = max(1, global_bsz // world_size)
     probes: list = []
     rows = compare(plans, model, cluster, cfg, world_size, steps, warmup, timeout_s, other_s, device, backend,
-                   probe_batch=batch, probes=probes)
+                   probe_batch=batch, probes=probes, sdp_impl=sdp_impl)
     ref = raw["layer"]["fwd_bwd_ms_per_sample"]
     drift = max(max(probes) / ref, ref / min(probes)) if probes else 1.0
     return {"model": model, "cluster": cluster, "raw": raw, "plans": plans, "rows": rows, "other_s": other_s,

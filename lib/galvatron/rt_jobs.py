@@ -44,7 +44,7 @@ def _runner(job: dict, rank: int, world_size: int, plan_dict=None, pools=None):
         pool = pools[plan.pp]
     return StageRunner(plan, cfg, rank, seed=int(job.get("seed", 0)), lr=float(job.get("lr", 0.1)),
                        optimizer=job.get("optimizer", "sgd"), overlap=bool(job.get("overlap", True)),
-                       device=_device(job), pool=pool)
+                       device=_device(job), pool=pool, sdp_impl=job.get("sdp_impl", "auto"))
 
 
 def _peak_mem(dev: str) -> dict:
@@ -73,7 +73,7 @@ def train_job(job: dict, rank: int, world_size: int) -> dict:
         # The first plan of a fresh process also pays one-off costs (allocator, first use of each group).
         extra = 3 if not out else 0
         res = timed_steps(r, int(job.get("warmup", 2)) + extra, int(job.get("steps", 5)))
-        out.append({"plan": r.plan.label(), "stage": r.stage, "iter_s": res["iter_s"],
+        out.append({"plan": r.plan.label(), "stage": r.stage, "sdp_impl": r.sdp_impl, "iter_s": res["iter_s"],
                     "median_iter_s": statistics.median(res["iter_s"]), "best_iter_s": min(res["iter_s"]),
                     "losses": res["losses"],
                     "base_rss_bytes": base, **_peak_mem(r.dev.type)})
@@ -121,8 +121,8 @@ def check_job(job: dict, rank: int, world_size: int) -> dict:
             if mine[part]:
                 err = max(err, _maxdiff(mine[part], ref[part]))
         loss_err = max(abs(a - b) for a, b in zip(losses, ref_losses)) if r.last else 0.0
-        out.append({"plan": r.plan.label(), "param_err": err, "loss_err": loss_err, "losses": losses,
-                    "ref_losses": ref_losses})
+        out.append({"plan": r.plan.label(), "sdp_impl": r.sdp_impl, "param_err": err, "loss_err": loss_err,
+                    "losses": losses, "ref_losses": ref_losses})
     return {"rank": rank, "checks": out}
 
 

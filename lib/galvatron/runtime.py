@@ -7,8 +7,8 @@ back into the piece). Between layers whose strategies differ, activations go thr
 (``tp.transition``). Embedding and head are replicated over their stage. Every process group comes from one
 ``GroupPool`` built before the first step.
 
-SDP is written by hand rather than with FSDP2's ``fully_shard``: FSDP2 relies on ``reduce_scatter_tensor``,
-which gloo does not provide, and the runtime must run the same code on gloo and NCCL.
+SDP uses FSDP2's ``fully_shard`` where this torch and backend support it (``sdp_impl="auto"``), else a
+hand-written ZeRO-3 with the same result (``lib.galvatron.sdp``); the same code runs on gloo and NCCL.
 Used in: book/galvatron/04_from_plan_to_run.
 """
 
@@ -22,14 +22,15 @@ from .grid import GroupPool, Layout, RankGrid, atoms_layout
 from .rt_model import (BLOCK_PARAMS, ModelConfig, block_forward, embed_forward, head_loss_sum, init_params,
                        make_batch, tp_shard)
 from .rt_plan import RunPlan
-from .tp import GatherShard, transition
+from .sdp import make_shard, resolve_sdp_impl
+from .tp import transition
 
 
 class _Layer:
-    """This rank's share of one block: a TP shard, replicated (DP) or cut into DP pieces (SDP)."""
+    """This rank's share of one block: a TP shard, replicated (DP) or cut into DP pieces (SDP, see ``sdp``)."""
 
     def __init__(self, full_block: dict, lay: Layout, sdp: bool, j: int, pool: GroupPool, n_head: int, dev,
-                 ckpt: bool = False):
+                 ckpt: bool = False, sdp_impl: str = "manual"):
         self.lay, self.n_head_local, self.ckpt = lay, n_head // lay.tp, ckpt
         self.tp_group = pool.get(lay.tp_group(j))
         self.dp_members = lay.dp_group(j)
@@ -37,42 +38,31 @@ class _Layer:
         self.sdp = sdp and lay.dp > 1
         shard = tp_shard(full_block, lay.tp_rank(j), lay.tp)
         if self.sdp:
-            self.shapes = [(k, shard[k].shape) for k in BLOCK_PARAMS]
-            flat = torch.cat([shard[k].reshape(-1) for k in BLOCK_PARAMS])
-            self.numel = flat.numel()
-            pad = (-flat.numel()) % lay.dp
-            flat = torch.cat([flat, flat.new_zeros(pad)])
-            self.index = self.dp_members.index(j)
-            piece = flat.chunk(lay.dp)[self.index]
-            self.piece = torch.nn.Parameter(piece.clone().to(dev))
-            self.params = [self.piece]
+            self.shard = make_shard(sdp_impl, shard, BLOCK_PARAMS, self._block, self.dp_group, lay.dp,
+                                    self.dp_members.index(j), dev, ckpt)
+            self.params = self.shard.params
         else:
             self.p = {k: torch.nn.Parameter(v.clone().contiguous().to(dev)) for k, v in shard.items()}
             self.params = [self.p[k] for k in BLOCK_PARAMS]
 
-    def weights(self) -> dict:
-        if not self.sdp:
-            return self.p
-        flat = GatherShard.apply(self.piece, self.dp_group, self.lay.dp, self.index)
-        out, off = {}, 0
-        for k, shape in self.shapes:
-            n = shape.numel()
-            out[k] = flat[off:off + n].view(shape)
-            off += n
-        return out
+    def _block(self, x, w: dict):
+        return block_forward(x, w, self.n_head_local, self.tp_group)
 
     def _run(self, x):
-        return block_forward(x, self.weights(), self.n_head_local, self.tp_group)
+        return self._block(x, self.p)
 
     def forward(self, x):
-        if self.ckpt:  # recompute (SDP gather and TP all-reduces included) during backward, same on every rank
+        if self.sdp:
+            return self.shard.run(x)
+        if self.ckpt:  # recompute (TP all-reduces included) during backward, same on every rank
             return torch.utils.checkpoint.checkpoint(self._run, x, use_reentrant=False)
         return self._run(x)
 
     def full_shard(self) -> dict:
         """This rank's TP shard as tensors (gathers SDP pieces; collective over the DP group)."""
-        with torch.no_grad():
-            return {k: v.detach().clone() for k, v in self.weights().items()}
+        if self.sdp:
+            return self.shard.full()
+        return {k: v.detach().clone() for k, v in self.p.items()}
 
 
 class GradSync:
@@ -124,8 +114,14 @@ class StageRunner:
     """This rank's stage of ``plan`` for model ``cfg``: forward of one micro-batch, grads, optimizer step."""
 
     def __init__(self, plan: RunPlan, cfg: ModelConfig, rank: int, seed: int = 0, lr: float = 0.1,
-                 optimizer: str = "sgd", overlap: bool = True, device: str = "cpu", pool: GroupPool | None = None):
+                 optimizer: str = "sgd", overlap: bool = True, device: str = "cpu", pool: GroupPool | None = None,
+                 sdp_impl: str = "auto"):
         plan.validate(cfg.n_head, cfg.n_layer, dist.get_world_size())
+        opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
+        if optimizer not in opt:
+            raise ValueError(f"optimizer must be one of {sorted(opt)}; got {optimizer!r}")
+        uses_sdp = any(lay.sdp and lay.dp > 1 for lay in plan.layers)
+        self.sdp_impl = resolve_sdp_impl(sdp_impl) if uses_sdp else None
         self.plan, self.cfg, self.rank, self.seed, self.dev = plan, cfg, rank, seed, torch.device(device)
         self.grid = RankGrid(plan.world_size, plan.pp)
         self.pool = pool or GroupPool(self.grid, rank)
@@ -138,7 +134,8 @@ class StageRunner:
         self.layer_ids = list(plan.stage_layers(self.stage))
         self.layers = [_Layer(full["blocks"][i], Layout(plan.layers[i].tp, plan.layers[i].dp,
                                                         plan.layers[i].consecutive),
-                              plan.layers[i].sdp, self.j, self.pool, cfg.n_head, self.dev, plan.layers[i].ckpt)
+                              plan.layers[i].sdp, self.j, self.pool, cfg.n_head, self.dev, plan.layers[i].ckpt,
+                              self.sdp_impl or "manual")
                        for i in self.layer_ids]
         self.embed = ({k: torch.nn.Parameter(v.clone().to(self.dev)) for k, v in full["embed"].items()}
                       if self.first else {})
@@ -149,10 +146,14 @@ class StageRunner:
         buckets += [(L.params, L.dp_group) for L in self.layers if not L.sdp]
         self.sync = GradSync(buckets, overlap)
         self.params = other + [p for L in self.layers for p in L.params]
-        opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
-        if optimizer not in opt:
-            raise ValueError(f"optimizer must be one of {sorted(opt)}; got {optimizer!r}")
-        self.opt = opt[optimizer](self.params, lr=lr)
+        # FSDP2's parameters are DTensors; the optimizer's foreach kernels do not mix them with plain tensors,
+        # so they get their own parameter group (same update rule).
+        sharded = [p for L in self.layers if L.sdp and self.sdp_impl == "fsdp2" for p in L.params]
+        ids = {id(p) for p in sharded}
+        groups = [{"params": [p for p in self.params if id(p) not in ids]}]
+        if sharded:
+            groups.append({"params": sharded})
+        self.opt = opt[optimizer](groups, lr=lr)
         self.boundary_shape = (self.atom, cfg.seq_len, cfg.d_model)
 
     def _rows(self, t: torch.Tensor, m: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Communication as small autograd functions: Megatron's f/g, SDP parameter gathering, Slice-Gather.
+"""Communication as small autograd functions: Megatron's f/g and Slice-Gather (SDP lives in ``sdp``).
 
 Only collectives that gloo has are used: ``all_reduce`` and the list form of ``all_gather``. A ``group`` of
 ``None`` means a single rank, and every function is then the identity. Used in:
@@ -51,25 +51,6 @@ class ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g, None
-
-
-class GatherShard(torch.autograd.Function):
-    """SDP (ZeRO-3): all-gather a flat parameter shard forward; all-reduce, keep own chunk backward.
-
-    Gloo has no reduce-scatter, so the gradient is summed with ``all_reduce`` and sliced: same result,
-    twice the traffic of a true reduce-scatter.
-    """
-
-    @staticmethod
-    def forward(ctx, shard, group, n, index):
-        ctx.group, ctx.n, ctx.index = group, n, index
-        return torch.cat(_all_gather(shard.detach(), group, n))
-
-    @staticmethod
-    def backward(ctx, g):
-        g = _all_reduce(g, ctx.group)
-        k = g.numel() // ctx.n
-        return g[ctx.index * k:(ctx.index + 1) * k].clone(), None, None, None
 
 
 def _covers(families: list, src: Layout, dst: Layout, S: int):
