@@ -13,7 +13,9 @@ once from the measured node profile. Then it runs the out-of-memory recovery loo
 crashed in (about 200 recoveries): many steps under a memory cap too small for the model, each caught and
 charged, then one normal step to show the process is still healthy. The report goes to
 ``data/runs/gpu_check_<host>_<utc>.json`` (written atomically) with the GPU, torch version and git commit.
-Without CUDA it prints why and exits 0 without measuring anything. Used in: Part I, chapter 1.
+Without CUDA it prints why and exits 0 without measuring anything. ``--device cpu`` is a dry run of the whole
+script on logical CPU devices (the tests use it; its report says ``"dry_run": true`` and measures no GPU).
+Used in: Part I, chapter 1.
 """
 
 from __future__ import annotations
@@ -230,14 +232,14 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
            "allocated_after_last_bytes": allocated[-1] if allocated else None,
            "allocated_max_bytes": max(allocated) if allocated else None,
            "healthy_step_after_s": healthy_s, "wall_s": time.perf_counter() - t0}
-    log(f"  OOM loop ({preset}, cap {cap:.4f}): {ooms}/{attempts} caught, allocated after first "
+    log(f"  OOM loop ({preset}, cap {cap:.3g}): {ooms}/{attempts} caught, allocated after first "
         f"{(out['allocated_after_first_bytes'] or 0) / 2**20:.0f} MiB, after last "
         f"{(out['allocated_after_last_bytes'] or 0) / 2**20:.0f} MiB; then a normal step: "
         f"{'%.1f ms' % (healthy_s * 1e3) if healthy_s else 'FAILED'}; {error or 'no error'}")
     return out
 
 
-def reinforce_real(preset: str, updates: int, log, out_dir: str) -> dict:
+def reinforce_real(preset: str, updates: int, log, out_dir: str, device: str = "cuda") -> dict:
     """A short REINFORCE run (``updates`` updates of 8 samples, co-location groups) on real CUDA devices.
 
     With one GPU the placer still chooses among 4 logical devices that all map to ``cuda:0``, so the real
@@ -249,8 +251,8 @@ def reinforce_real(preset: str, updates: int, log, out_dir: str) -> dict:
     from lib.placement.reinforce import TrainConfig, train
     from lib.placement.torch_env import TorchPlacementEnv
 
-    n = torch.cuda.device_count()
-    devices = [f"cuda:{i}" for i in range(n)] if n >= 2 else ["cuda:0"] * 4
+    n = torch.cuda.device_count() if device.startswith("cuda") else 0
+    devices = [f"cuda:{i}" for i in range(n)] if n >= 2 else [device if device != "cuda" else "cuda:0"] * 4
     env = TorchPlacementEnv(preset, devices)
     path = os.path.join(out_dir, f"gpu_check_reinforce_{preset}_{socket.gethostname()}.jsonl")
     for stale in (path, path + ".ckpt.pt"):
@@ -276,13 +278,18 @@ def main(argv=None) -> int:
     ap.add_argument("--reinforce-updates", type=int, default=3, help="updates of the short real REINFORCE run (0 to skip)")
     ap.add_argument("--reinforce-preset", default="49m")
     ap.add_argument("--out", default=os.path.join(ROOT, "data", "runs"))
+    ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a dry run of the script (no GPU measured)")
+    ap.add_argument("--profile-repeats", type=int, default=10, help="timings per node in the node profiler")
     a = ap.parse_args(argv)
+    dry = a.device == "cpu"
+    if not dry and not a.device.startswith("cuda"):
+        raise ValueError(f"--device must be cuda, cuda:N or cpu; got {a.device!r}")
     try:
         import torch
     except ImportError:
         print(NO_CUDA_MESSAGE + " (torch is not installed)")
         return 0
-    if not torch.cuda.is_available():
+    if not dry and not torch.cuda.is_available():
         print(f"{NO_CUDA_MESSAGE} (torch {torch.__version__}, built for CUDA {torch.version.cuda}). "
               "Run it on a machine with a GPU; no report was written.")
         return 0
@@ -293,23 +300,30 @@ def main(argv=None) -> int:
         print(s, flush=True)
         lines.append(s)
 
-    props = torch.cuda.get_device_properties(0)
-    gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
-             "total_memory_bytes": int(torch.cuda.get_device_properties(i).total_memory),
-             "capability": list(torch.cuda.get_device_capability(i))} for i in range(torch.cuda.device_count())]
-    profile = profile_for_gpu(props.name)
-    log(f"gpu_check on {props.name} ({props.total_memory / 2**30:.2f} GiB), torch {torch.__version__}, "
-        f"hardware profile {profile or 'none matches'}")
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as in the seed (the default, made explicit)
-    torch.backends.cudnn.allow_tf32 = False
-    rows = [check_preset(p, profile, a.repeats, log) for p in a.presets.split(",") if p]
-    oom = oom_recovery(a.oom_preset, a.oom_attempts, log) if a.oom_attempts > 0 else None
-    rl = reinforce_real(a.reinforce_preset, a.reinforce_updates, log, a.out) if a.reinforce_updates > 0 else None
+    if dry:
+        gpus, profile = [], "cpu"
+        log(f"gpu_check DRY RUN on the CPU ({platform.machine()}), torch {torch.__version__}: exercises the script, "
+            "measures no GPU")
+    else:
+        props = torch.cuda.get_device_properties(a.device)
+        gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
+                 "total_memory_bytes": int(torch.cuda.get_device_properties(i).total_memory),
+                 "capability": list(torch.cuda.get_device_capability(i))} for i in range(torch.cuda.device_count())]
+        profile = profile_for_gpu(props.name)
+        log(f"gpu_check on {props.name} ({props.total_memory / 2**30:.2f} GiB), torch {torch.__version__}, "
+            f"hardware profile {profile or 'none matches'}")
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as in the seed (the default, made explicit)
+        torch.backends.cudnn.allow_tf32 = False
+    rows = [check_preset(p, profile, a.repeats, log, a.device, a.profile_repeats) for p in a.presets.split(",") if p]
+    oom = oom_recovery(a.oom_preset, a.oom_attempts, log, a.device) if a.oom_attempts > 0 else None
+    rl = (reinforce_real(a.reinforce_preset, a.reinforce_updates, log, a.out, a.device)
+          if a.reinforce_updates > 0 else None)
     report = {
         "kind": "gpu_check", "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "git_commit": git_commit(), "python": platform.python_version(),
         "torch": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus, "profile": profile,
-        "protocol": "single device cuda:0; TorchPlacementEnv (2 warm-up + median of 5, phases synchronised); "
+        "device": a.device, "dry_run": dry,
+        "protocol": f"single device {a.device}; TorchPlacementEnv (2 warm-up + median of 5, phases synchronised); "
                     "simulated with sync_phases=True",
         "single_device": rows, "oom_recovery": oom, "reinforce": rl, "log": lines, "wall_s": time.perf_counter() - t_start,
     }

@@ -34,3 +34,32 @@ def test_reinforce_real_runs_and_logs(tmp_path, monkeypatch):
         records = [json.loads(line) for line in f]
     assert records[0]["kind"] == "header" and len(records) == 3  # header + one record per update
     assert "REINFORCE on" in lines[0]
+
+
+@pytest.mark.timeout(240)
+def test_the_whole_script_dry_runs_on_cpu_and_writes_a_labelled_report(tmp_path, capsys):
+    """Every stage of the GPU check (timing, node profiler, simulator error, OOM loop, REINFORCE, report) runs
+    here on logical CPU devices, so the first GPU run only meets what is CUDA-specific."""
+    pytest.importorskip("torch")
+    rc = _gpu_check().main(["--device", "cpu", "--presets", "ci", "--repeats", "2", "--oom-attempts", "5",
+                            "--oom-preset", "ci", "--reinforce-updates", "1", "--reinforce-preset", "ci",
+                            "--profile-repeats", "2", "--out", str(tmp_path)])
+    assert rc == 0
+    reports = [f for f in os.listdir(tmp_path) if f.startswith("gpu_check_") and f.endswith(".json")]
+    assert len(reports) == 1, os.listdir(tmp_path)
+    with open(tmp_path / reports[0]) as f:
+        rep = json.load(f)
+    assert rep["dry_run"] is True and rep["device"] == "cpu" and rep["gpus"] == []
+    assert "DRY RUN" in rep["log"][0] and "measures no GPU" in capsys.readouterr().out
+    row = rep["single_device"][0]
+    assert row["preset"] == "ci" and len(row["measured_steps_s"]) == 2 and not row["oom"]
+    assert row["sim_error"] == pytest.approx((row["sim_step_s"] - row["measured_step_s"]) / row["measured_step_s"])
+    assert len(row["node_profile"]["fwd_s"]) == len(row["node_profile"]["bwd_s"]) > 10
+    oom = rep["oom_recovery"]
+    assert oom["ooms"] == oom["attempts"] == 5 and oom["error"] is None and oom["healthy_step_after_s"] > 0
+    assert rep["reinforce"]["updates"] == 1 and rep["reinforce"]["devices"] == ["cpu"] * 4
+
+
+def test_a_device_that_is_neither_cuda_nor_cpu_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="--device must be cuda"):
+        _gpu_check().main(["--device", "mps", "--out", str(tmp_path)])
