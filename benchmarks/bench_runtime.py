@@ -2,8 +2,9 @@
 
     python benchmarks/bench_runtime.py                      # CPU, gloo, 2 ranks, small GPT
     python benchmarks/bench_runtime.py --world-size 4 --d-model 128 --n-layer 4
+    python benchmarks/bench_runtime.py --device cuda --world-size 8 --d-model 1024 --n-layer 8   # NCCL
 
-Prints one row per strategy (times in ms, measured = slowest rank's best iteration) and the median absolute
+Prints one row per strategy (times in ms, measured = slowest rank's median iteration) and the median absolute
 error with and without the overlap slowdown. ``--save`` writes the measured profile to data/galvatron/.
 """
 
@@ -30,6 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--global-bsz", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: one GPU per rank, NCCL")
     ap.add_argument("--sdp-impl", default="auto", choices=("auto", "fsdp2", "manual"),
                     help="SDP by FSDP2's fully_shard or the hand-written fallback (auto: FSDP2 where it works)")
     ap.add_argument("--no-other", action="store_true", help="bare cost model: no measured non-layer time")
@@ -38,9 +40,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     cfg = ModelConfig(d_model=a.d_model, n_layer=a.n_layer, n_head=a.n_head, seq_len=a.seq_len)
     res = profile_search_run(cfg, a.world_size, a.global_bsz, steps=a.steps, add_other=not a.no_other,
-                             sdp_impl=a.sdp_impl)
+                             sdp_impl=a.sdp_impl, device=a.device, backend="nccl" if a.device == "cuda" else "gloo")
     c = res["cluster"]
-    print(f"measured on cpu/gloo, {a.world_size} ranks, model {cfg.to_dict()}, global batch {a.global_bsz}")
+    where = "cuda/nccl" if a.device == "cuda" else "cpu/gloo"
+    print(f"measured on {where}, {a.world_size} ranks, model {cfg.to_dict()}, global batch {a.global_bsz}")
     print(f"profile: fwd {res['model'].layer_types[0].fwd_ms_per_sample:.4f} ms/sample/layer, all-reduce "
           f"{c.allreduce_ms_per_mb}, p2p {c.p2p_ms_per_mb:.3f} ms/MB, overlap slowdown {c.overlap_coe:.3f}, "
           f"non-layer {res['other_s'] * 1e3:.2f} ms/iter; machine drift during the runs x{res['drift']:.2f}")

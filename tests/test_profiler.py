@@ -30,7 +30,7 @@ def test_layer_sizes_are_exact_and_tp_shrinks_activations():
 
 
 @pytest.mark.timeout(120)
-def test_measured_profile_round_trips_into_the_search(tmp_path):
+def test_measured_profile_round_trips_into_the_search(tmp_path, monkeypatch):
     from lib.galvatron.profiles import ClusterProfile, ModelProfile
     from lib.galvatron.search import search
 
@@ -42,5 +42,11 @@ def test_measured_profile_round_trips_into_the_search(tmp_path):
     m2 = ModelProfile.from_dict(json.load(open(paths[0])))
     c2 = ClusterProfile.from_dict(json.load(open(paths[1])))
     assert m2 == model and c2 == cluster
+    # and by name, the way the search's callers find profiles in data/galvatron
+    from lib.galvatron import profiles
+
+    monkeypatch.setattr(profiles, "DATA_DIR", str(tmp_path))
+    assert profiles.load_model(model.name) == model and profiles.load_cluster(cluster.name) == cluster
+    assert profiles.model_names() == [model.name]
     res = search(m2, c2, budget_gb=1.0, batch_sizes=[8])
     assert res.feasible and res.plan.world_size == 2

@@ -167,6 +167,9 @@ else:
     slow = sdp_row["measured_s"] / sdp_row["est_s"]
     verdict = f"{slow:.2f} times its estimate" if slow > 1 else f"faster than estimated ({slow:.2f} x)"
 book.glue("sdp_verdict", verdict)
+shift = max(rows, key=lambda r: r["est_s"] / r["est_no_overlap_s"])
+book.glue("overlap_shift", f"{shift['est_s'] / shift['est_no_overlap_s'] - 1:.1%}")
+book.glue("overlap_shift_plan", shift["name"])
 book.glue("dp_err", f"{by_name['dp']['err']:+.0%}" if "dp" in by_name else "not run")
 _ = book.glue("overlap_coe", f"{cluster_p.overlap_coe:.2f}")
 """),
@@ -174,11 +177,15 @@ _ = book.glue("overlap_coe", f"{cluster_p.overlap_coe:.2f}")
 Memory, for the record: the cost model's per-rank estimate counts layer states and activations. On CUDA the
 runtime resets and reads the allocator's peak for each plan, which is the comparable figure. A CPU has no
 allocator statistics: the process's peak resident memory is dominated by the Python and PyTorch runtime
-(hundreds of MB against tens estimated), and plans that share a process share that peak, so on CPU it is shown
+(on CPU here: {glue:}`rss_vs_est`), and plans that share a process share that peak, so on CPU it is shown
 only as context.
 """),
     code("""
 print(book.measured(DEVICE), "| estimate:", book.simulated(cluster_p.name))
+est_mb = [r["est_mem_mb"] for r in rows]
+rss_mb = [r["peak_rss_mb"] for r in rows]
+book.glue("rss_vs_est", f"{min(rss_mb):.0f}-{max(rss_mb):.0f} MB resident against {min(est_mb):.0f}-"
+          f"{max(est_mb):.0f} MB estimated per rank")
 for r in rows:
     got = (f"allocator peak {r['peak_cuda_mb']:7.1f} MB" if r["peak_cuda_mb"] is not None
            else f"process peak RSS {r['peak_rss_mb']:.0f} MB (whole runtime; not comparable)")
@@ -218,8 +225,9 @@ over 15 % without it, on eight RTX TITAN GPUs (quoted in the next cell). Two thi
 * the embedding, the head and the optimizer are not in the paper's per-layer sum. The profiler measures them
   ("non-layer work") and the estimates above include them; `rows[i]["est_model_only_s"]` has the bare model.
 
-With little data-parallel traffic the overlap slowdown barely moves the estimate; it matters where gradient
-all-reduces are as long as the backward pass, which is the regime of the paper's GPUs.
+Here the measured overlap slowdown changes the estimates by at most {glue:}`overlap_shift` ({glue:}`overlap_shift_plan`).
+It matters where gradient all-reduces are as long as the backward pass, which is the regime of the paper's
+GPUs; with little data-parallel traffic it cannot move an estimate much.
 """),
     code("""
 print(book.quoted("seed 003 (paper summary), section 5.3 and Figure 3"),

@@ -40,15 +40,24 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from .rt_plan import load_plan
-
     with open(args.plan) as f:
         plan_dict = json.load(f)
-    if "RANK" not in os.environ:  # started without torchrun: one rank on this machine
-        from .launch import free_port
+    saved = dict(os.environ)
+    try:
+        if "RANK" not in os.environ:  # started without torchrun: one rank on this machine
+            from .launch import free_port
 
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(free_port()))
+            os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                              MASTER_PORT=str(free_port()))
+        return _run(args, plan_dict)
+    finally:  # a caller in the same process (a test, a notebook) gets its environment back
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run(args, plan_dict: dict) -> int:
+    from .rt_plan import load_plan
+
     world = int(os.environ["WORLD_SIZE"])
     plan = load_plan(plan_dict, world)
     model = {"vocab": args.vocab, "seq_len": args.seq_len, "d_model": args.d_model, "n_head": args.n_head,

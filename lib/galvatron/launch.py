@@ -53,7 +53,7 @@ def _init(rank: int, world_size: int, backend: str, timeout_s: float, device: st
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    if backend == "nccl" and device.startswith("cuda"):
+    if device.startswith("cuda"):  # one GPU per local rank, whatever the backend
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
     dist.init_process_group(backend, rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))

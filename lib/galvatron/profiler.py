@@ -28,19 +28,25 @@ from .grid import GroupPool, Layout, RankGrid
 from .rt_model import ModelConfig, block_forward, embed_forward, head_loss_sum, init_params, tp_shard
 
 
+def _sync_cuda(stream_only: bool = False) -> None:
+    """Wait for the GPU (all streams, or only the current one) so that host clocks measure finished work."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if stream_only:
+            torch.cuda.current_stream().synchronize()
+        else:
+            torch.cuda.synchronize()
+
+
 def _best_time_s(fn, reps: int, stat: str = "median") -> float:
     """``stat`` (median or min) of ``reps`` timed calls after one warm-up, in seconds. The profile and the
     runtime use the same statistic so that both see the same (shared, drifting) machine."""
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     fn()
     ts = []
     for _ in range(reps):
-        if cuda:
-            torch.cuda.synchronize()
+        _sync_cuda()
         t0 = time.perf_counter()
         fn()
-        if cuda:
-            torch.cuda.synchronize()
+        _sync_cuda()
         ts.append(time.perf_counter() - t0)
     return min(ts) if stat == "min" else statistics.median(ts)
 
@@ -140,10 +146,11 @@ def comm_measurements(job: dict, rank: int, world: int) -> dict:
         with torch.no_grad():
             block_forward(xw, blk, cfg.n_head)
     allreduce = {}
-    pp = 1
-    while pp < world:
+    pps = [2 ** k for k in range(world.bit_length()) if 2 ** k < world]
+    pools = {pp: GroupPool(RankGrid(world, pp), rank) for pp in pps}  # every group up front, as the runtime does
+    for pp in pps:
         S = world // pp
-        pool = GroupPool(RankGrid(world, pp), rank)
+        pool = pools[pp]
         size = 2
         while size <= S:
             for consec in ((True,) if size == S else (True, False)):
@@ -155,12 +162,12 @@ def comm_measurements(job: dict, rank: int, world: int) -> dict:
                 vol_mb = 2 * (size - 1) / size * n * 4 / 2 ** 20
                 allreduce[f"{pp}_{size}_{int(consec)}"] = max(float(v) for v in ts) * 1e3 / vol_mb
             size *= 2
-        pp *= 2
     p2p = None
     if world >= 2:
         half = world // 2
         t = torch.ones(int(job.get("p2p_numel", n)), device=dev)
         dist.barrier()
+        _sync_cuda()  # NCCL send/recv return before the transfer is done: time finished transfers only
         t0 = time.perf_counter()
         for _ in range(reps):
             if rank < half:
@@ -169,6 +176,7 @@ def comm_measurements(job: dict, rank: int, world: int) -> dict:
             else:
                 dist.recv(t, src=rank - half)
                 dist.send(t, dst=rank - half)
+        _sync_cuda()
         p2p = (time.perf_counter() - t0) / (2 * reps) * 1e3 / (t.numel() * 4 / 2 ** 20)
     overlap = measure_overlap(job, rank, world) if world >= 2 else {"overlap_coe": 1.0}
     # Layer times with every rank computing at once: the devices (here, shared CPU cores) as a run sees them.
@@ -211,13 +219,16 @@ def measure_overlap(job: dict, rank: int, world: int) -> dict:
         for w in comm_async():
             w.wait()
 
-    def together():
+    def together():  # on a GPU the all-reduces run on NCCL's stream, the compute on the current one
+        _sync_cuda()
         t0 = time.perf_counter()
         works = comm_async()
         compute()
+        _sync_cuda(stream_only=True)
         tc = time.perf_counter() - t0
         for w in works:
             w.wait()
+        _sync_cuda()
         return tc, time.perf_counter() - t0
 
     dist.barrier()

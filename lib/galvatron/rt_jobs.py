@@ -6,6 +6,7 @@ Used in: book/galvatron/04_from_plan_to_run.
 
 from __future__ import annotations
 
+import gc
 import statistics
 
 import torch
@@ -31,29 +32,44 @@ def _device(job: dict) -> str:
     return dev
 
 
-def _runner(job: dict, rank: int, world_size: int, plan_dict=None, pools=None):
+def _pools(job: dict, world_size: int, rank: int) -> dict:
+    """Every process group of every plan of the job, created once before the first plan runs: one pool per
+    pipeline degree (a pool holds every group its rank grid allows)."""
     from .grid import GroupPool, RankGrid
+
+    pps = sorted({load_plan(pd, world_size).pp for pd in (job.get("plans") or [job["plan"]])})
+    return {pp: GroupPool(RankGrid(world_size, pp), rank) for pp in pps}
+
+
+def _runner(job: dict, rank: int, world_size: int, plan_dict, pools: dict):
     from .runtime import StageRunner
 
     cfg = ModelConfig.from_dict(job["model"])
-    plan = load_plan(plan_dict if plan_dict is not None else job["plan"], world_size)
-    pool = None
-    if pools is not None:  # one pool per pp degree, shared by every plan of a job
-        if plan.pp not in pools:
-            pools[plan.pp] = GroupPool(RankGrid(world_size, plan.pp), rank)
-        pool = pools[plan.pp]
+    plan = load_plan(plan_dict, world_size)
     return StageRunner(plan, cfg, rank, seed=int(job.get("seed", 0)), lr=float(job.get("lr", 0.1)),
                        optimizer=job.get("optimizer", "sgd"), overlap=bool(job.get("overlap", True)),
-                       device=_device(job), pool=pool, sdp_impl=job.get("sdp_impl", "auto"))
+                       device=_device(job), pool=pools[plan.pp], sdp_impl=job.get("sdp_impl", "auto"))
 
 
-def _peak_mem(dev: str) -> dict:
+def _peak_mem(dev: str, base_cuda: int = 0) -> dict:
     from .launch import peak_rss_bytes
 
     out = {"peak_rss_bytes": peak_rss_bytes()}
-    if dev.startswith("cuda"):
-        out["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated())
+    if dev.startswith("cuda"):  # this plan's own peak: what was allocated before it was built is subtracted
+        out["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated()) - base_cuda
+        out["base_cuda_bytes"] = base_cuda
     return out
+
+
+def _free_previous_plan(cuda: bool) -> int:
+    """Collect the previous runner (its gradient hooks form reference cycles) and reset the allocator's peak;
+    returns the bytes still allocated, which the next plan's peak does not own."""
+    gc.collect()
+    if not cuda:
+        return 0
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return int(torch.cuda.memory_allocated())
 
 
 def train_job(job: dict, rank: int, world_size: int) -> dict:
@@ -63,12 +79,12 @@ def train_job(job: dict, rank: int, world_size: int) -> dict:
     from .pipeline import timed_steps
 
     plans = job.get("plans") or [job["plan"]]
-    pools, out = {}, []
+    pools, out = _pools(job, world_size, rank), []
+    cuda = torch.cuda.is_available() and str(job.get("device", "cpu")).startswith("cuda")
     probe = _probe(job) if job.get("probe") else None
     for pd in plans:
+        base_cuda = _free_previous_plan(cuda)
         base = peak_rss_bytes()
-        if torch.cuda.is_available() and str(job.get("device", "cpu")).startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
         r = _runner(job, rank, world_size, pd, pools)
         # The first plan of a fresh process also pays one-off costs (allocator, first use of each group).
         extra = 3 if not out else 0
@@ -76,7 +92,7 @@ def train_job(job: dict, rank: int, world_size: int) -> dict:
         out.append({"plan": r.plan.label(), "stage": r.stage, "sdp_impl": r.sdp_impl, "iter_s": res["iter_s"],
                     "median_iter_s": statistics.median(res["iter_s"]), "best_iter_s": min(res["iter_s"]),
                     "losses": res["losses"],
-                    "base_rss_bytes": base, **_peak_mem(r.dev.type)})
+                    "base_rss_bytes": base, **_peak_mem(r.dev.type, base_cuda)})
         del r
     res = {"rank": rank, "runs": out}
     if probe is not None:  # the machine's speed just before and just after the runs
@@ -105,7 +121,7 @@ def check_job(job: dict, rank: int, world_size: int) -> dict:
     plans = job.get("plans") or [job["plan"]]
     cfg = ModelConfig.from_dict(job["model"])
     steps, lr, seed = int(job.get("steps", 1)), float(job.get("lr", 0.1)), int(job.get("seed", 0))
-    pools, out, ref_cache = {}, [], {}
+    pools, out, ref_cache = _pools(job, world_size, rank), [], {}
     for pd in plans:
         r = _runner(job, rank, world_size, pd, pools)
         losses = [gpipe_step(r, s) for s in range(steps)]

@@ -29,8 +29,14 @@ class LayerStrategy:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerStrategy":
-        return cls(int(d["tp"]), int(d["dp"]), bool(d.get("sdp", False)), bool(d.get("consecutive", True)),
-                   bool(d.get("ckpt", False)))
+        if not isinstance(d, dict) or "tp" not in d or "dp" not in d:
+            raise ValueError(f"a layer must be an object with 'tp' and 'dp' (and optionally 'sdp', "
+                             f"'consecutive', 'ckpt'); got {d!r}")
+        try:
+            return cls(int(d["tp"]), int(d["dp"]), bool(d.get("sdp", False)), bool(d.get("consecutive", True)),
+                       bool(d.get("ckpt", False)))
+        except (TypeError, ValueError):
+            raise ValueError(f"a layer's tp and dp must be integers; got {d!r}") from None
 
     def label(self) -> str:
         """Printed like the artifact: ``2*-1`` (TP2 consecutive), ``1-2f`` (SDP2)."""
@@ -77,6 +83,8 @@ class RunPlan:
         missing = [k for k in ("world_size", "pp", "layers", "global_bsz") if k not in d]
         if missing:
             raise ValueError(f"run plan is missing fields {missing}; has {sorted(d)}")
+        if not isinstance(d["layers"], list) or not d["layers"]:
+            raise ValueError(f"run plan 'layers' must be a non-empty list of layer objects; got {d['layers']!r}")
         return cls(int(d["world_size"]), int(d["pp"]), tuple(LayerStrategy.from_dict(x) for x in d["layers"]),
                    int(d["global_bsz"]), int(d.get("chunks", 1)), tuple(d.get("pp_division", ())))
 

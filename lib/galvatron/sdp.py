@@ -21,19 +21,25 @@ _PROBED: dict = {}
 
 
 def probe_fsdp2() -> bool:
-    """True if ``fully_shard`` imports and the default group can ``reduce_scatter_tensor`` (collective: every
-    rank must call it; the answer is cached per process)."""
+    """True if ``fully_shard`` imports and the default group has what FSDP2 calls: ``all_gather_into_tensor``
+    and a summing ``reduce_scatter_tensor`` (gloo has no PREMUL_SUM, so there FSDP2 must also be able to force
+    plain sums). Collective: every rank must call it; the answer is cached per process."""
     if "ok" not in _PROBED:
         try:
-            from torch.distributed.fsdp import fully_shard  # noqa: F401  (torch >= 2.6)
+            from torch.distributed.fsdp import FSDPModule, fully_shard  # noqa: F401  (torch >= 2.6)
 
+            gloo = dist.get_backend() == "gloo"
+            if gloo and not hasattr(FSDPModule, "set_force_sum_reduction_for_comms"):
+                raise NotImplementedError("this FSDP2 would reduce with PREMUL_SUM, which gloo lacks")
             ws = dist.get_world_size()
             dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
             out = torch.empty(1, device=dev)
             rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # renamed in 2.12
             rs(out, torch.ones(ws, device=dev))
-            _PROBED["ok"] = bool(out.item() == ws)
-        except (ImportError, RuntimeError, NotImplementedError, AttributeError):
+            gathered = torch.empty(ws, device=dev)
+            dist.all_gather_into_tensor(gathered, out)
+            _PROBED["ok"] = bool(gathered.sum().item() == ws * ws)
+        except (ImportError, RuntimeError, NotImplementedError, AttributeError, ValueError):
             _PROBED["ok"] = False
     return _PROBED["ok"]
 
@@ -73,7 +79,11 @@ class GatherShard(torch.autograd.Function):
 
 
 class ManualShard:
-    """One flat piece (``index`` of ``n``, zero-padded) of the weights ``shard``; ``run(x)`` gathers them."""
+    """One flat piece (``index`` of ``n``, zero-padded) of the weights ``shard``; ``run(x)`` gathers them.
+
+    Between a micro-batch's forward and its backward, autograd keeps the gathered weights (like FSDP2 with
+    ``reshard_after_forward=False``), so with several micro-batches in flight this fallback holds more than
+    ZeRO-3's memory; with ``ckpt`` only the piece is kept and the gather is redone in backward."""
 
     def __init__(self, shard: dict, names, fn, group, n: int, index: int, dev, ckpt: bool):
         self.fn, self.group, self.n, self.index, self.ckpt = fn, group, n, index, ckpt
