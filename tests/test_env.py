@@ -1,8 +1,9 @@
 """lib.placement.env: the placement contract (validation, the OOM charge, JSON round trip)."""
 
+import numpy as np
 import pytest
 
-from lib.placement.env import OOM_PENALTY_S, Measurement, PlacementEnv, validate_placement
+from lib.placement.env import OOM_PENALTY_S, Measurement, PlacementEnv, check_mem_cap, validate_placement
 
 
 def test_validate_placement_accepts_and_normalises():
@@ -27,6 +28,19 @@ def test_device_out_of_range_names_the_range():
 def test_not_a_sequence_of_ints():
     with pytest.raises(ValueError, match="sequence of device indices"):
         validate_placement(["a", "b"], 2, 2)
+    with pytest.raises(ValueError, match=r"placement\[1\] = 1.9 is not an integer"):
+        validate_placement([0, 1.9, 1], 3, 4)  # int() would have truncated it to 1
+    with pytest.raises(ValueError, match=r"placement\[2\] = True is not an integer"):
+        validate_placement([0, 1, True], 3, 4)
+    assert validate_placement(np.array([0, 3, 1]), 3, 4) == (0, 3, 1)  # numpy integers are integers
+    assert validate_placement([0, 2.0], 2, 4) == (0, 2)                  # and so is 2.0
+
+
+def test_mem_cap_must_be_a_fraction():
+    assert check_mem_cap(None) is None and check_mem_cap(1) == 1.0 and check_mem_cap(0.24) == 0.24
+    for bad in (True, 0, -0.5, 1.01, "0.5"):
+        with pytest.raises(ValueError, match=r"outside \(0, 1\]"):
+            check_mem_cap(bad)
 
 
 def test_out_of_memory_is_charged_the_penalty():

@@ -57,6 +57,7 @@ def test_the_whole_script_dry_runs_on_cpu_and_writes_a_labelled_report(tmp_path,
     assert len(row["node_profile"]["fwd_s"]) == len(row["node_profile"]["bwd_s"]) > 10
     oom = rep["oom_recovery"]
     assert oom["ooms"] == oom["attempts"] == 5 and oom["error"] is None and oom["healthy_step_after_s"] > 0
+    assert oom["ok"] and oom["leaked_bytes"] == 0
     assert rep["reinforce"]["updates"] == 1 and rep["reinforce"]["devices"] == ["cpu"] * 4
 
 

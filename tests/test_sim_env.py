@@ -113,6 +113,21 @@ def test_sync_phases_never_faster_and_equal_without_overlap():
     assert 0 <= gap < 1e-3
 
 
+def test_phase_timing_synchronises_phases_and_restores_the_plain_step():
+    """The seed's phase table syncs between phases; rewards and the head-to-head time the plain step."""
+    from lib.placement.evaluate import phase_timing
+
+    env = SimPlacementEnv("49m", "4xT4-pcie", n_micro=4)
+    sync = SimPlacementEnv("49m", "4xT4-pcie", n_micro=4, sync_phases=True)
+    p = baselines.layer_split(env.graph, (0, 1, 2, 3))
+    plain = env.measure(p).step_s
+    assert sync.measure(p).step_s > plain + 1e-4  # this placement overlaps phases across devices
+    pt = phase_timing(env, [("split", p)], n_steps=2)
+    assert sum(pt.phase_s[0].values()) == pytest.approx(sync.measure(p).step_s)
+    assert "synchronised between phases" in pt.source
+    assert env.sync_phases is False and env.measure(p).step_s == plain
+
+
 # --- properties ---------------------------------------------------------------------------------------------
 
 placements_49m = st.lists(st.integers(0, 3), min_size=40, max_size=40)

@@ -99,7 +99,7 @@ def test_bad_input_raises_value_error_naming_the_problem():
         env.measure((0,) * (N - 1) + (3,))
     with pytest.raises(ValueError, match="unknown GPT preset 'huge'"):
         TorchPlacementEnv("huge", CPU3)
-    for cap in (0.0, -0.1, 1.5):
+    for cap in (0.0, -0.1, 1.5, True):
         with pytest.raises(ValueError, match=r"outside \(0, 1\]"):
             TorchPlacementEnv("ci", CPU3, mem_cap=cap)
     with pytest.raises(ValueError, match="n_micro=3"):

@@ -7,6 +7,8 @@ the evaluation never know which one they talk to. Used in: Part I, chapters 1-3.
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -88,6 +90,9 @@ def validate_placement(placement: Sequence[int], n_nodes: int, n_devices: int) -
         p = tuple(int(d) for d in placement)
     except (TypeError, ValueError) as e:
         raise ValueError(f"a placement is a sequence of device indices; got {placement!r}") from e
+    if p != tuple(placement) or any(d is True or d is False for d in placement):  # 1.5 -> 1, True -> 1
+        i, d = next((i, d) for i, (d, q) in enumerate(zip(placement, p)) if d != q or isinstance(d, bool))
+        raise ValueError(f"placement[{i}] = {d!r} is not an integer device index")
     if len(p) != n_nodes:
         raise ValueError(f"placement has {len(p)} entries; this model has {n_nodes} nodes (one device per node)")
     bad = [(i, d) for i, d in enumerate(p) if not 0 <= d < n_devices]
@@ -97,3 +102,28 @@ def validate_placement(placement: Sequence[int], n_nodes: int, n_devices: int) -
             f"placement[{i}] = {d} is out of range: devices are 0..{n_devices - 1} ({len(bad)} bad entries)"
         )
     return p
+
+
+def check_mem_cap(mem_cap):
+    """``mem_cap`` as a float in (0, 1], or None; anything else (booleans included) is a ValueError."""
+    if mem_cap is None:
+        return None
+    if isinstance(mem_cap, bool) or not isinstance(mem_cap, (int, float)) or not 0 < mem_cap <= 1:
+        raise ValueError(f"mem_cap={mem_cap!r} is outside (0, 1]: it is a fraction of each device's memory "
+                         "(or None for no cap)")
+    return float(mem_cap)
+
+
+@contextlib.contextmanager
+def phases_synchronised(env):
+    """Inside the block, ``env`` synchronises every device between forward, backward and optimizer (the
+    seed's per-phase table); the plain step, which is what rewards and the head-to-head time, is restored."""
+    if not hasattr(env, "set_sync_phases"):
+        yield env
+        return
+    before = env.sync_phases
+    env.set_sync_phases(True)
+    try:
+        yield env
+    finally:
+        env.set_sync_phases(before)

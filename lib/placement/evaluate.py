@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lib.placement.env import PHASES, PlacementEnv, validate_placement
+from lib.placement.env import PHASES, PlacementEnv, phases_synchronised, validate_placement
 
 Labelled = Sequence[tuple[str, Sequence[int]]]
 
@@ -260,7 +260,8 @@ class PhaseTiming:
 
 
 def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> PhaseTiming:
-    """Per-phase (forward, backward, optimizer) medians of each placement, e.g. the winner vs the best GPU."""
+    """Per-phase (forward, backward, optimizer) medians of each placement, e.g. the winner vs the best GPU,
+    with every device synchronised between phases as in the seed's table (the env is restored afterwards)."""
     if not placements:
         raise ValueError("placements is empty: give at least one (label, placement)")
     if n_steps < 1:
@@ -268,14 +269,15 @@ def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> 
     labels, out = [], []
     for label, p in placements:
         p = validate_placement(p, env.n_nodes, env.n_devices)
-        runs = [env.measure(p) for _ in range(n_steps)]
+        with phases_synchronised(env):
+            runs = [env.measure(p) for _ in range(n_steps)]
         if any(m.oom for m in runs):
             raise ValueError(f"placement {label!r} runs out of memory; it has no phase timing")
         if not all(m.phase_s for m in runs):
             raise ValueError(f"the environment {env.describe()!r} does not report per-phase times")
         labels.append(str(label))
         out.append({ph: float(np.median([m.phase_s[ph] for m in runs])) for ph in PHASES})
-    return PhaseTiming(tuple(labels), tuple(out), n_steps, env.describe())
+    return PhaseTiming(tuple(labels), tuple(out), n_steps, env.describe() + "; devices synchronised between phases")
 
 
 # --- the seed's sides, from the hand-made placements of lib.placement.baselines ---

@@ -39,7 +39,7 @@ import numpy as np
 from lib import book
 from lib import hardware as hw
 from lib.graph import Graph
-from lib.placement.env import Measurement, validate_placement
+from lib.placement.env import Measurement, check_mem_cap, validate_placement
 from lib.placement.memory import ALLOC_OVERHEAD, MemoryModel, cap_bytes, check_alloc_overhead
 from lib.placement.sim_engine import (ADAMW_BYTES_PER_PARAM, ADAMW_KERNELS, KERNELS, NodeProfile, StepEngine,
                                       TraceEvent, adamw_seconds, op_seconds)
@@ -81,8 +81,7 @@ class SimPlacementEnv:
         self.profile = profile if isinstance(profile, hw.HardwareProfile) else hw.load(profile)
         if isinstance(n_micro, bool) or int(n_micro) != n_micro or n_micro < 1 or self.graph.batch % int(n_micro):
             raise ValueError(f"n_micro must be a positive integer dividing the batch {self.graph.batch}; got {n_micro!r}")
-        if mem_cap is not None and not (0 < float(mem_cap) <= 1):
-            raise ValueError(f"mem_cap must be in (0, 1] (a fraction of each device's memory); got {mem_cap!r}")
+        mem_cap = check_mem_cap(mem_cap)
         if noise is not None and not isinstance(noise, NoiseModel):
             raise ValueError(f"noise must be a NoiseModel or None; got {type(noise).__name__}")
         self.alloc_overhead = check_alloc_overhead(alloc_overhead)
@@ -119,6 +118,10 @@ class SimPlacementEnv:
         steps = jittered_steps(s, p, self.noise, self.rng)
         return Measurement(float(np.median(steps)), False, peaks, phases, self.source,
                            tuple(float(x) for x in steps))
+
+    def set_sync_phases(self, flag: bool) -> None:
+        """Switch the per-phase barriers on or off (see ``lib.placement.env.phases_synchronised``)."""
+        self.sync_phases = self.engine.sync_phases = bool(flag)
 
     def trace(self, placement: Sequence[int]) -> list[TraceEvent]:
         """The noiseless timeline of one step: every op, copy and AdamW update with its start and end."""

@@ -5,7 +5,9 @@ forward, backward and an AdamW step; activations are copied (``.to(device)``) on
 devices, and autograd copies their gradients back. Optimizer state lives on each parameter's device (one AdamW
 per device, rebuilt when the placement changes; its state is created in the first warm-up step). The step
 time is the median of ``timed`` steps after ``warmup`` steps (the seed's 2 + 5), every device synchronised
-around each phase. Weights keep training from measurement to measurement; timings do not depend on them.
+before and after each step; with ``sync_phases`` also between forward, backward and optimizer (the seed's
+per-phase table, what ``evaluate.phase_timing`` switches on), which costs a multi-device step its overlap.
+Weights keep training from measurement to measurement; timings do not depend on them.
 
 Micro-batches (experiment B): the batch is split into ``n_micro`` equal micro-batches; all their forwards are
 issued, then one backward over all of them, GPipe's fill and drain. The overlap between devices comes from
@@ -40,7 +42,7 @@ from lib import hardware
 from lib.book import measured
 from lib.graph import peak_memory_estimate
 from lib.gpt import GPTConfig, build_model, preset, random_batch
-from lib.placement.env import PHASES, TIMED_STEPS, WARMUP_STEPS, Measurement, validate_placement
+from lib.placement.env import PHASES, TIMED_STEPS, WARMUP_STEPS, Measurement, check_mem_cap, validate_placement
 from lib.placement.memory import ALLOC_OVERHEAD, accounted_peak_bytes, cap_bytes, check_alloc_overhead, with_overhead
 
 #: Capacity of one logical CPU "card" for ``mem_cap``: the memory PyTorch sees on a T4 (14.75 GiB), read from
@@ -59,7 +61,8 @@ class TorchPlacementEnv:
 
     def __init__(self, cfg: GPTConfig | str, devices: Sequence, n_micro: int = 1, mem_cap: float | None = None,
                  warmup: int = WARMUP_STEPS, timed: int = TIMED_STEPS, seed: int = 0, lr: float = 3e-4,
-                 cpu_capacity_bytes: int = T4_VISIBLE_BYTES, alloc_overhead: float = ALLOC_OVERHEAD):
+                 cpu_capacity_bytes: int = T4_VISIBLE_BYTES, alloc_overhead: float = ALLOC_OVERHEAD,
+                 sync_phases: bool = False):
         self.cfg = preset(cfg) if isinstance(cfg, str) else cfg
         if not isinstance(self.cfg, GPTConfig):
             raise ValueError(f"cfg must be a GPTConfig or a preset name; got {cfg!r}")
@@ -71,11 +74,11 @@ class TorchPlacementEnv:
             raise ValueError(f"devices must be all 'cpu' (logical) or all 'cuda'; got {self.devices}")
         if int(n_micro) != n_micro or n_micro < 1 or self.cfg.batch_size % n_micro:
             raise ValueError(f"n_micro={n_micro!r} must be a positive divisor of the batch size {self.cfg.batch_size}")
-        if mem_cap is not None and not 0.0 < mem_cap <= 1.0:
-            raise ValueError(f"mem_cap={mem_cap!r} is outside (0, 1]: it is a fraction of each device's memory")
+        mem_cap = check_mem_cap(mem_cap)
         if warmup < 0 or timed < 1:
             raise ValueError(f"need warmup >= 0 and timed >= 1; got warmup={warmup}, timed={timed}")
         self.n_micro, self.mem_cap, self.warmup, self.timed, self.lr = int(n_micro), mem_cap, warmup, timed, lr
+        self.sync_phases = bool(sync_phases)
         self.alloc_overhead = check_alloc_overhead(alloc_overhead)
         self.cuda = kinds == {"cuda"}
         self.model = build_model(self.cfg, seed)
@@ -185,12 +188,19 @@ class TorchPlacementEnv:
         self.model.after_node = self._check_budget if self.budget_bytes is not None else None
         return [self.model(idx, tgt, devs, self.placement) / self.n_micro for idx, tgt in self._micro]
 
+    def set_sync_phases(self, flag: bool) -> None:
+        """Switch the per-phase barriers on or off (see ``lib.placement.env.phases_synchronised``)."""
+        self.sync_phases = bool(flag)
+
     def _step(self) -> tuple[float, dict]:
+        """One step; every device is synchronised before and after it, and between phases only with
+        ``sync_phases`` (otherwise a phase's time is the host's, and the last phase absorbs the wait)."""
+        mark = self._sync if self.sync_phases else time.perf_counter
         t = [self._sync()]
         losses = self._forward()
-        t.append(self._sync())
+        t.append(mark())
         torch.autograd.backward(losses)
-        t.append(self._sync())
+        t.append(mark())
         for o in self.opts:
             o.step()
         for o in self.opts:
