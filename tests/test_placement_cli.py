@@ -67,3 +67,16 @@ def test_errors(tmp_path, capsys):
     path = os.path.join(str(tmp_path), "small.jsonl")
     with pytest.raises(ValueError, match="another model"):
         cli.evaluate_run(path, cli.EnvSpec(preset="49m"))
+
+
+def test_results_come_back_from_the_logs_on_disk(tmp_path):
+    """train_run and evaluate_run return what their logs say (the chapters draw from these): nothing is lost
+    between memory and disk. An output folder whose name contains '.jsonl' does not confuse the file names."""
+    out = tmp_path / "runs.jsonl.d"
+    out.mkdir()
+    spec = cli.EnvSpec(preset="ci")
+    res = cli.train_run(spec, TrainConfig(n_iters=2, k=4), colocate=True, out_dir=str(out), name="r", progress=False)
+    assert res == RunResult.from_log(res.path) and len(res.records) == 2
+    h2h, ph = cli.evaluate_run(res.path, rounds_select=1, rounds_confirm=2, steps_per_round=1)
+    _, h2h_disk, ph_disk = cli.read_evaluation(str(out / "r.eval.jsonl"))
+    assert h2h == h2h_disk and ph == ph_disk

@@ -87,7 +87,7 @@ def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_
               resume: bool = True, progress: bool = True):
     """Train (or resume) one run on ``spec`` and return its :class:`RunResult`; the log is ``<out>/<name>.jsonl``."""
     from lib.graph import colocate as colocate_groups
-    from lib.placement.reinforce import train
+    from lib.placement.reinforce import RunResult, train
 
     env = make_env(spec)
     if spec.device == "sim" and not spec.noise:
@@ -95,13 +95,16 @@ def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_
     groups = colocate_groups(env.graph) if colocate else None
     path = os.path.join(out_dir, (name or run_name(spec, cfg, colocate)) + ".jsonl")
     info = {**spec.to_dict(), "describe": env.describe()}
-    return train(env, env.graph, cfg, groups=groups, log_path=path, resume=resume, progress=progress, env_info=info)
+    train(env, env.graph, cfg, groups=groups, log_path=path, resume=resume, progress=progress, env_info=info)
+    return RunResult.from_log(path)  # what the chapters show is what the log on disk says
 
 
 def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,
-                 steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None):
+                 steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None,
+                 progress: bool = False):
     """The head-to-head of a run's picks on ``spec`` (default: the run's own environment with noise on and
-    another machine seed); writes ``<run>.eval.jsonl``; returns ``(HeadToHead, PhaseTiming)``."""
+    another machine seed); writes ``<run>.eval.jsonl`` and returns ``(HeadToHead, PhaseTiming)`` read back from
+    it."""
     from lib.placement.evaluate import head_to_head, phase_timing, seed_sides
     from lib.placement.reinforce import RunResult, check_signature, model_signature
 
@@ -113,13 +116,14 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
     sides, fixed = seed_sides(run, env.graph, env.n_devices)
     h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
-                       rng=np.random.default_rng(seed))
+                       rng=np.random.default_rng(seed), progress=progress)
     best_gpu = h2h.entry("single_gpu")
     pair = [("winner: " + h2h.winner.label, h2h.winner.placement)]
     if h2h.winner.label != best_gpu.label and not best_gpu.oom:  # under a memory cap one GPU may not fit
         pair.append(("best single GPU: " + best_gpu.label, best_gpu.placement))
     phases = phase_timing(env, pair, phase_steps) if not h2h.winner.oom else None
-    out_path = out_path or run_path.replace(".jsonl", "") + ".eval.jsonl"
+    stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
+    out_path = out_path or stem + ".eval.jsonl"
     header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
                                  "steps_per_round": steps_per_round, "phase_steps": phase_steps,
                                  "run": os.path.basename(run_path)},
@@ -129,7 +133,8 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     log.append(h2h.to_dict())
     if phases is not None:
         log.append({"kind": "phase_timing", **phases.to_dict()})
-    return h2h, phases
+    _, h2h_logged, phases_logged = read_evaluation(out_path)
+    return h2h_logged, phases_logged
 
 
 def read_evaluation(path: str):

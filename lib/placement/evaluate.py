@@ -186,9 +186,11 @@ def head_to_head(
     steps_per_round: int = 10,
     rng: np.random.Generator | None = None,
     rl_side: str = "rl",
+    progress: bool = False,
 ) -> HeadToHead:
     """Run the protocol. ``sides``: side name -> candidates ``[(label, placement), ...]``; ``fixed``: baselines
-    that are confirmed without selection. ``rng`` shuffles the order within every round."""
+    that are confirmed without selection. ``rng`` shuffles the order within every round. ``progress`` shows a
+    bar over the timed rounds (on real GPUs the protocol takes many minutes)."""
     if rng is None:
         raise ValueError("pass rng=numpy.random.default_rng(seed): the round order must be reproducible")
     if rounds_select < 1 or rounds_confirm < 2:
@@ -206,11 +208,16 @@ def head_to_head(
             cands.append((side, str(label), validate_placement(p, env.n_nodes, env.n_devices)))
     fixed = [(str(lbl), validate_placement(p, env.n_nodes, env.n_devices)) for lbl, p in fixed]
 
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=rounds_select * len(cands) + rounds_confirm * (len(sides) + len(fixed)), disable=not progress,
+               desc="head-to-head", unit="round")
     sel_times = [[] for _ in cands]
     sel_oom = [False] * len(cands)
     for _ in range(rounds_select):
         for i in rng.permutation(len(cands)):
             t, oom = time_round(env, cands[i][2], steps_per_round)
+            bar.update()
             sel_times[i].append(t)
             sel_oom[i] = sel_oom[i] or oom
     selection = tuple(Selection(s, lbl, p, tuple(ts), o) for (s, lbl, p), ts, o in zip(cands, sel_times, sel_oom))
@@ -226,8 +233,10 @@ def head_to_head(
     for _ in range(rounds_confirm):
         for i in rng.permutation(len(todo)):
             t, oom = time_round(env, todo[i][2], steps_per_round)
+            bar.update()
             conf[i].append(t)
             conf_oom[i] = conf_oom[i] or oom
+    bar.close()
     entries = tuple(Entry(s, lbl, p, role, tuple(ts), o) for (s, lbl, p, role), ts, o in zip(todo, conf, conf_oom))
     return HeadToHead(entries, selection, rounds_select, rounds_confirm, steps_per_round, env.describe(), rl_side)
 
