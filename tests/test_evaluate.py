@@ -93,6 +93,9 @@ def test_statistics_and_gap():
     assert res.gap_se > 5
     back = HeadToHead.from_dict(res.to_dict())
     assert back == res and "standard errors" in res._repr_html_()
+    assert res.verdict().startswith("RL wins") and f"{res.gap_se:.1f} standard errors" in res.verdict()
+    assert res.verdict(min_se=res.gap_se + 1).startswith("no clear winner")
+    assert HeadToHead(res.entries, res.selection, 4, 8, 10, "x", rl_side="single_gpu").verdict().startswith("RL loses")
 
 
 def test_shuffled_order_is_seeded_and_oom_is_charged():

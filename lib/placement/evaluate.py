@@ -42,6 +42,10 @@ def time_round(env: PlacementEnv, placement: Sequence[int], steps: int) -> tuple
     return float(np.mean(samples[:steps])), False
 
 
+#: A head-to-head gap counts as a win or a loss from this many standard errors of the difference on.
+CLEAR_GAP_SE = 2.0
+
+
 @dataclass(frozen=True)
 class Entry:
     """One confirmed placement: a side's pick (``role="pick"``) or a fixed baseline (``role="fixed"``)."""
@@ -136,6 +140,19 @@ class HeadToHead:
         rl, other = self.entry(self.rl_side), self.best_other
         se = math.hypot(rl.sem_s, other.sem_s)
         return self.gap_s / se if se > 0 else math.copysign(math.inf, self.gap_s) if self.gap_s else 0.0
+
+    def verdict(self, min_se: float = CLEAR_GAP_SE) -> str:
+        """One sentence: a clear RL win or loss (a gap of at least ``min_se`` standard errors), or no clear
+        winner."""
+        rl, other, se = self.entry(self.rl_side), self.best_other, self.gap_se
+        if se >= min_se:
+            return (f"RL wins: its pick is {self.gap_s * 1e3:.1f} ms faster than {other.label}, "
+                    f"{se:.1f} standard errors")
+        if se <= -min_se:
+            return (f"RL loses: {other.label} is {-self.gap_s * 1e3:.1f} ms faster than the RL pick, "
+                    f"{-se:.1f} standard errors")
+        return (f"no clear winner: the RL pick ({rl.mean_s * 1e3:.1f} ms) and {other.label} "
+                f"({other.mean_s * 1e3:.1f} ms) are {abs(se):.1f} standard errors apart, under {min_se:g}")
 
     def to_dict(self) -> dict:
         return {
