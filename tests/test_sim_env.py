@@ -258,6 +258,39 @@ def test_node_profile_replaces_the_roofline():
     assert NodeProfile.from_dict(prof.to_dict()) == prof
     with pytest.raises(ValueError, match="node_profile"):
         SimPlacementEnv(g, toy_profile(1), n_micro=1, node_profile=NodeProfile("other", 1, "toy", (0,), (0,), 0.0))
+    with pytest.raises(ValueError, match="measured on 'H200'"):
+        SimPlacementEnv(g, toy_profile(1), node_profile=NodeProfile("two", 1, "H200", (0.01, 0.02), (0.03, 0.04), 0.0))
+    half = prof.scaled_to(1)
+    assert half is prof and prof.scaled_to(2).fwd_s == (0.02, 0.04) and "scaled linearly" in prof.scaled_to(2).source
+
+
+def test_a_gpu_check_report_feeds_the_simulator_through_the_cli(tmp_path):
+    """A (fabricated, GPU-shaped) gpu_check report: its node profile replaces the roofline on the matching
+    profile, scaled for micro-batches, and says so; a dry-run report is refused."""
+    import json
+
+    from lib.placement.cli import EnvSpec, make_env
+
+    t4 = SimPlacementEnv("ci", "4xT4-pcie")
+    n = t4.n_nodes
+    node = NodeProfile(t4.graph.name, t4.graph.batch, t4.profile.devices[0].name, (1e-3,) * n, (2e-3,) * n, 0.0,
+                       "profiled on cuda:0 (T4)")
+    rep = {"kind": "gpu_check", "dry_run": False, "single_device": [{"preset": "ci", "node_profile": node.to_dict()}]}
+    path = tmp_path / "gpu_check_x.json"
+    path.write_text(json.dumps(rep))
+    env = make_env(EnvSpec(preset="ci", node_profile=str(path)))
+    assert "measured profile: profiled on cuda:0 (T4)" in env.describe()
+    one = env.measure([0] * n)
+    assert one.phase_s["forward"] == pytest.approx(n * 1e-3, rel=0.05)  # measured times, not the roofline
+    assert one.phase_s["forward"] != pytest.approx(t4.measure([0] * n).phase_s["forward"], rel=0.05)
+    env2 = make_env(EnvSpec(preset="ci", n_micro=2, node_profile=str(path)))
+    assert "scaled linearly" in env2.describe()
+    path.write_text(json.dumps({**rep, "dry_run": True}))
+    with pytest.raises(ValueError, match="dry run"):
+        make_env(EnvSpec(preset="ci", node_profile=str(path)))
+    path.write_text(json.dumps(rep))
+    with pytest.raises(ValueError, match="no node profile for"):
+        NodeProfile.from_report(str(path), "gpt-49m-not-there")
 
 
 # --- noise -----------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
     python -m lib.placement train --colocate --baseline leave_one_out --mem-cap 0.24     # experiment C
     python -m lib.placement evaluate --run <name>        # head-to-head of the run's picks, <name>.eval.jsonl
     python -m lib.placement figures                      # every figure from every log, as HTML
+    python -m lib.placement train --profile 1xH200 --node-profile data/runs/gpu_check_<host>_<utc>.json
 
 The functions below (``EnvSpec``, ``make_env``, ``train_run``, ``evaluate_run``) are what the chapters call,
 so a chapter and the command line produce the same logs. ``--device real`` uses the GPUs of this machine.
@@ -38,6 +39,7 @@ class EnvSpec:
     mem_cap: float | None = None
     noise: bool = False
     env_seed: int = 0
+    node_profile: str | None = None  # a gpu_check report whose measured node times replace the roofline (sim)
 
     def __post_init__(self):
         if self.device not in ("sim", "real"):
@@ -56,8 +58,15 @@ def make_env(spec: EnvSpec):
     if spec.device == "sim":
         from lib.placement.sim_env import NoiseModel, SimPlacementEnv
 
+        nodes = None
+        if spec.node_profile:
+            from lib.gpt import gpt_graph, preset
+            from lib.placement.sim_engine import NodeProfile
+
+            g = gpt_graph(preset(spec.preset))
+            nodes = NodeProfile.from_report(spec.node_profile, g.name).scaled_to(g.batch // spec.n_micro)
         return SimPlacementEnv(spec.preset, spec.profile, n_micro=spec.n_micro, mem_cap=spec.mem_cap,
-                               noise=NoiseModel() if spec.noise else None, seed=spec.env_seed)
+                               noise=NoiseModel() if spec.noise else None, seed=spec.env_seed, node_profile=nodes)
     import torch
 
     from lib.placement.torch_env import TorchPlacementEnv
@@ -209,6 +218,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--hidden", type=int, default=64, help="LSTM size (the 2018 authors' code: 512)")
     t.add_argument("--noise", action="store_true", help="simulate timing noise (sim only)")
     t.add_argument("--env-seed", type=int, default=0, help="the simulated machine (noise) seed")
+    t.add_argument("--node-profile", default=None,
+                   help="gpu_check report (data/runs/gpu_check_*.json): measured node times replace the roofline")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default=DEFAULT_OUT)
     t.add_argument("--name", default=None, help="log name (default: from the settings)")
@@ -237,7 +248,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
-        spec = EnvSpec(a.device, a.profile, a.preset, a.n_micro, a.mem_cap, a.noise, a.env_seed)
+        spec = EnvSpec(a.device, a.profile, a.preset, a.n_micro, a.mem_cap, a.noise, a.env_seed, a.node_profile)
         cfg = TrainConfig(n_iters=a.n_iters, k=a.k, lr=a.lr, baseline=a.baseline, entropy=a.entropy,
                           stop_when_identical=a.stop_when_identical, hidden=a.hidden, seed=a.seed)
         res = train_run(spec, cfg, a.colocate, a.out, a.name, resume=not a.no_resume, progress=not a.quiet)

@@ -9,7 +9,7 @@ Python (a few thousand placements a second). Used in: Part I, chapters 1-3 (``mo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 from lib import hardware as hw
@@ -53,6 +53,36 @@ class NodeProfile:
         return cls(str(d["graph_name"]), int(d["batch"]), str(d["device_name"]),
                    tuple(float(x) for x in d["fwd_s"]), tuple(float(x) for x in d["bwd_s"]),
                    float(d["optimizer_s_per_param"]), str(d.get("source", "")))
+
+    @classmethod
+    def from_report(cls, path: str, graph_name: str) -> "NodeProfile":
+        """The profile ``benchmarks/gpu_check.py`` measured for the graph ``graph_name`` (e.g. ``gpt-49m``),
+        from its JSON report. A dry-run report (no GPU) is refused: its times are a CPU's."""
+        import json
+
+        with open(path) as f:
+            rep = json.load(f)
+        if rep.get("kind") != "gpu_check":
+            raise ValueError(f"{path!r} is not a gpu_check report (kind={rep.get('kind')!r})")
+        if rep.get("dry_run"):
+            raise ValueError(f"{path!r} is a dry run on a CPU; its node times are not a GPU's")
+        found = [r["node_profile"] for r in rep.get("single_device", []) if "node_profile" in r]
+        for d in found:
+            if d["graph_name"] == graph_name:
+                return cls.from_dict(d)
+        raise ValueError(f"{path!r} has no node profile for {graph_name!r}; it has "
+                         f"{[d['graph_name'] for d in found]}")
+
+    def scaled_to(self, batch: int) -> "NodeProfile":
+        """The same profile for another batch, node times scaled linearly (an approximation: small batches
+        use a GPU less well, so this flatters micro-batching). The source says so."""
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1; got {batch}")
+        if batch == self.batch:
+            return self
+        f = batch / self.batch
+        return replace(self, batch=batch, fwd_s=tuple(t * f for t in self.fwd_s), bwd_s=tuple(t * f for t in self.bwd_s),
+                       source=f"{self.source}; scaled linearly from batch {self.batch} to {batch}")
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,10 @@ class SimPlacementEnv:
         self.n_nodes, self.n_devices = self.graph.n_nodes, self.profile.n_devices
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.device_time_factors = device_speed_factors(noise, self.rng, self.n_devices)
+        if node_profile is not None and all(d.name != node_profile.device_name for d in self.profile.devices):
+            raise ValueError(f"node_profile was measured on {node_profile.device_name!r}, but the profile "
+                             f"{self.profile.name!r} has {sorted({d.name for d in self.profile.devices})}")
+        self.node_profile = node_profile
         self.engine = StepEngine(self.graph, self.profile, self.n_micro, node_profile, self.device_time_factors,
                                  self.sync_phases)
         self.memory = MemoryModel(self.graph, self.n_devices, self.n_micro, self.alloc_overhead)
@@ -133,7 +137,8 @@ class SimPlacementEnv:
     def describe(self) -> str:
         cap = "no cap" if self.mem_cap is None else f"memory cap {self.mem_cap:g}"
         noise = "noise off" if self.noise is None else "noise on"
-        return f"{self.source} ({self.graph.name}, n_micro={self.n_micro}, {cap}, {noise})"
+        nodes = "" if self.node_profile is None else f", per-node times from a measured profile: {self.node_profile.source}"
+        return f"{self.source} ({self.graph.name}, n_micro={self.n_micro}, {cap}, {noise}{nodes})"
 
     def __repr__(self) -> str:
         return f"SimPlacementEnv({self.describe()})"
