@@ -55,7 +55,7 @@ def test_policy_learns_the_fast_device():
 
 
 def test_update_direction_raises_cheaper_samples():
-    """One update with the moving-average baseline: log-prob of below-baseline samples goes up."""
+    """One update with the leave-one-out baseline: log-prob of below-baseline samples goes up."""
     env, g = ToyEnv(4), chain_graph(4)
     tr = Trainer(env, g, TrainConfig(k=8, lr=1e-2, baseline="leave_one_out", hidden=8, grad_clip=None))
     gen_state = tr.gen.get_state()

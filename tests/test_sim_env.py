@@ -305,6 +305,8 @@ def test_noise_is_off_by_default_and_reproducible_with_a_seed():
     assert m1 == m2 and len(m1.samples_s) == TIMED_STEPS
     assert m1.step_s == pytest.approx(float(np.median(m1.samples_s)))
     assert n1.measure(p).step_s != m1.step_s  # fresh jitter per measurement
+    assert sum(m1.phase_s.values()) == pytest.approx(m1.step_s)  # the phases carry the jitter too
+    assert m1.phase_s != a.measure(p).phase_s
 
 
 def test_multi_device_timings_are_noisier_and_best_of_many_flatters():

@@ -120,8 +120,9 @@ class SimPlacementEnv:
         if self.noise is None:
             return Measurement(s, False, peaks, phases, self.source, ())
         steps = jittered_steps(s, p, self.noise, self.rng)
-        return Measurement(float(np.median(steps)), False, peaks, phases, self.source,
-                           tuple(float(x) for x in steps))
+        step = float(np.median(steps))
+        phases = {k: v * step / s for k, v in phases.items()} if s > 0 else phases  # the jitter, shared out
+        return Measurement(step, False, peaks, phases, self.source, tuple(float(x) for x in steps))
 
     def set_sync_phases(self, flag: bool) -> None:
         """Switch the per-phase barriers on or off (see ``lib.placement.env.phases_synchronised``)."""
