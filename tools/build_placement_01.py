@@ -210,7 +210,7 @@ glue("cap_fits", ", ".join(k for k, ok in fit_at_cap.items() if ok) or "none of 
 glue("cap_two_gpu", (f"Unlike the seed's statement, a two-GPU placement does fit here: {', '.join(two_gpu_fits)} "
                      "(balanced by the stages' load, it keeps the embedding and the head on different GPUs); the "
                      "seed's two-GPU splits were the human ones, which do not")
-     if two_gpu_fits else "As in the seed, no two-GPU placement fits.")
+     if two_gpu_fits else "As in the seed, no two-GPU placement fits")
 """),
     code("""
 from lib.placement.sim_env import ALLOC_OVERHEAD
@@ -229,7 +229,7 @@ The simulator's memory model is the accounting above times one calibration const
 {glue:text}`alloc_overhead`, for the caching allocator's rounding and fragmentation. It was chosen so that the seed's
 facts of experiment C hold (the human split runs out of memory and the four-way split fits): any value from
 {glue:text}`overhead_range` does. At the cap, these hand-made placements fit: {glue:text}`cap_fits`.
-{glue:text}`cap_two_gpu`
+{glue:text}`cap_two_gpu`.
 
 ## The logits wall
 
