@@ -21,6 +21,7 @@ Used in: Part I, chapter 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import gc
 import os
@@ -36,17 +37,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-#: GPU name fragment (as torch reports it) -> hardware profile in data/hardware.
-PROFILE_FOR_GPU = (("H200", "1xH200"), ("H100", "8xH100-nvlink"), ("A100", "4xA100-nvlink"), ("T4", "4xT4-pcie"))
+#: GPU name pattern (as torch reports it) -> hardware profile in data/hardware. Whole words only ("GH200" is
+#: not an H200, "RTX A1000" not an A100), and the SXM/NVLink profiles do not describe PCIe or NVL cards.
+PROFILE_FOR_GPU = ((r"\bH200\b(?!.*\bNVL\b)", "1xH200"), (r"\bH100\b(?!.*\b(PCIe|NVL)\b)", "8xH100-nvlink"),
+                   (r"\bA100\b(?!.*\bPCIE\b)", "4xA100-nvlink"), (r"\bT4\b", "4xT4-pcie"))
 #: How much the allocated memory may grow over the whole OOM loop before the check calls it a leak.
 OOM_LEAK_SLACK_BYTES = 64 * 2 ** 20
+#: GPU cycles ``torch.cuda._sleep`` holds the stream before a timed node (about 1 ms at 2 GHz): longer than the
+#: host needs to queue one node's kernels, so the events time the kernels alone.
+SLEEP_CYCLES = 2_000_000
 NO_CUDA_MESSAGE = "gpu_check: no CUDA device is visible to torch, so there is nothing to measure here."
 
 
 def profile_for_gpu(gpu_name: str) -> str | None:
     """The hardware profile that describes a GPU called ``gpu_name``, or None when we have none."""
-    for fragment, profile in PROFILE_FOR_GPU:
-        if fragment.lower() in gpu_name.lower():
+    for pattern, profile in PROFILE_FOR_GPU:
+        if re.search(pattern, gpu_name, flags=re.IGNORECASE):
             return profile
     return None
 
@@ -79,15 +85,27 @@ def profile_nodes(cfg, device: str = "cuda:0", repeats: int = 10, warmup: int = 
     """Time every node's forward and backward in isolation on ``device`` (median of ``repeats``).
 
     Inputs are the node's real inputs from one forward pass of the chain (detached, requiring grad like inside
-    the chain); the backward is seeded with ones. AdamW is timed over all parameters. CUDA events on a GPU,
-    the wall clock on a CPU. Returns a ``lib.placement.sim_env.NodeProfile`` for ``cfg``'s full batch.
+    the chain); the backward is seeded with ones. AdamW is timed over all parameters. On a GPU, CUDA events on
+    ``device``'s stream, with the GPU held busy (``torch.cuda._sleep``) while the host queues the node's
+    kernels, so the times are the kernels' own and not the host's launch work, which the simulator charges
+    separately; the wall clock on a CPU. ``device_name`` is the hardware profile's name for this GPU (what the
+    simulator matches); the source records the name torch reports. Returns a
+    ``lib.placement.sim_env.NodeProfile`` for ``cfg``'s full batch.
     """
+    import torch
+
+    dev = torch.device(device)
+    with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():  # events, sleeps on dev
+        return _profile_nodes(cfg, dev, repeats, warmup, device_name)
+
+
+def _profile_nodes(cfg, dev, repeats: int, warmup: int, device_name: str | None):
     import torch
 
     from lib.gpt import build_model, random_batch
     from lib.placement.sim_env import NodeProfile
 
-    dev = torch.device(device)
+    device = str(dev)
     model = build_model(cfg, seed=0).to(dev)
     g = model.graph
     idx, tgt = (t.to(dev) for t in random_batch(cfg, seed=0))
@@ -104,10 +122,12 @@ def profile_nodes(cfg, device: str = "cuda:0", repeats: int = 10, warmup: int = 
 
     def timed(fn):
         if cuda:
+            stream = torch.cuda.current_stream(dev)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
+            torch.cuda._sleep(SLEEP_CYCLES)  # the GPU waits here while the host queues the node's kernels
+            a.record(stream)
             r = fn()
-            b.record()
+            b.record(stream)
             torch.cuda.synchronize(dev)
             return a.elapsed_time(b) / 1e3, r
         t0 = time.perf_counter()
@@ -132,13 +152,14 @@ def profile_nodes(cfg, device: str = "cuda:0", repeats: int = 10, warmup: int = 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     opt_times = [timed(opt.step)[0] for _ in range(warmup + repeats)][warmup:]
     n_params = sum(p.numel() for p in model.parameters())
-    name = device_name or (torch.cuda.get_device_name(dev) if cuda else "cpu")
+    actual = torch.cuda.get_device_name(dev) if cuda else "cpu"
+    name = device_name or actual
     del model, opt, inputs
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
     return NodeProfile(g.name, cfg.batch_size, name, tuple(fwd_s), tuple(bwd_s),
-                       statistics.median(opt_times) / n_params, f"profiled on {device} ({name})")
+                       statistics.median(opt_times) / n_params, f"profiled on {device} ({actual})")
 
 
 def check_preset(preset: str, profile_name: str | None, repeats: int, log, device: str = "cuda:0",
@@ -157,9 +178,12 @@ def check_preset(preset: str, profile_name: str | None, repeats: int, log, devic
     single = [0] * env.n_nodes
     ms = [env.measure(single) for _ in range(repeats)]
     measured = statistics.median(m.step_s for m in ms)
-    peak = max(m.peak_mem_bytes[0] for m in ms)
+    peak = max(m.peak_mem_bytes[0] for m in ms)  # the allocator's peak (max_memory_allocated) on CUDA
+    # what the caching allocator held (its rounding and fragmentation), which the simulator's overhead models
+    reserved = int(torch.cuda.max_memory_reserved(device)) if torch.device(device).type == "cuda" else None
     row = {"preset": preset, "device": device, "measured_step_s": measured, "measured_steps_s": [m.step_s for m in ms],
-           "measured_phase_s": ms[len(ms) // 2].phase_s, "measured_peak_bytes": peak, "source": ms[0].source,
+           "measured_phase_s": {ph: statistics.median(m.phase_s[ph] for m in ms) for ph in ms[0].phase_s},
+           "measured_peak_bytes": peak, "measured_peak_reserved_bytes": reserved, "source": ms[0].source,
            "oom": any(m.oom for m in ms)}
     del env
     gc.collect()
@@ -178,12 +202,15 @@ def check_preset(preset: str, profile_name: str | None, repeats: int, log, devic
                    sim_error=(sim.step_s - measured) / measured, sim_node_profile_step_s=sim_np.step_s,
                    sim_node_profile_error=(sim_np.step_s - measured) / measured,
                    sim_peak_bytes=sim.peak_mem_bytes[0], sim_peak_raw_bytes=raw,
-                   sim_peak_error=(sim.peak_mem_bytes[0] - peak) / peak if peak else None)
+                   # like with like: the raw accounting against allocated, the overhead-scaled one against reserved
+                   sim_peak_raw_error=(raw - peak) / peak if peak else None,
+                   sim_peak_error=(sim.peak_mem_bytes[0] - reserved) / reserved if reserved else None)
     row["wall_s"] = time.perf_counter() - t0
     err = f"{row['sim_error']:+.1%}" if prof is not None else "n/a (no profile)"
     log(f"  {preset:>5}: measured {measured * 1e3:8.2f} ms | simulated {row.get('sim_step_s', float('nan')) * 1e3:8.2f} ms"
         f" ({err}) | from node profile {row.get('sim_node_profile_step_s', float('nan')) * 1e3:8.2f} ms"
-        f" | peak {peak / 2**30:.2f} GiB measured, {row.get('sim_peak_bytes', 0) / 2**30:.2f} GiB simulated"
+        f" | peak allocated {peak / 2**30:.2f} GiB vs {row.get('sim_peak_raw_bytes', 0) / 2**30:.2f} simulated, "
+        f"reserved {(reserved or 0) / 2**30:.2f} GiB vs {row.get('sim_peak_bytes', 0) / 2**30:.2f} simulated"
         f" | {row['wall_s']:.0f} s")
     return row
 
@@ -199,6 +226,7 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
     from lib.placement.torch_env import TorchPlacementEnv
 
     from lib.placement.torch_env import T4_VISIBLE_BYTES
+    from tqdm.auto import tqdm
 
     cuda = torch.device(device).type == "cuda"
     total = torch.cuda.get_device_properties(device).total_memory if cuda else T4_VISIBLE_BYTES
@@ -209,8 +237,6 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
     env = TorchPlacementEnv(preset, [device], mem_cap=cap, warmup=0, timed=1)
     single = [0] * env.n_nodes
     ooms, allocated, error = 0, [], None
-    from tqdm.auto import tqdm
-
     try:
         for k in tqdm(range(attempts), desc=f"OOM loop {preset}", mininterval=2.0, leave=False):
             m = env.measure(single)
@@ -218,6 +244,9 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
             allocated.append(allocated_now())
     except Exception as e:  # the seed's run died here ("CUDA launch failure"); record it, do not hide it
         error = f"{type(e).__name__}: {e}"
+    finally:  # never leave the card capped for what runs next
+        if cuda:
+            torch.cuda.set_per_process_memory_fraction(1.0, torch.device(device))
     del env
     gc.collect()
     if cuda:

@@ -74,9 +74,11 @@ def simulate_run(interval_min: float, mtbf_min: float, gaps: FailureGaps, run_mi
                  checkpoint_min: float = 1.0, restart_min: float = 5.0, record: bool = False) -> RunResult:
     """Simulate ``run_min`` minutes of wall time; failure ``i`` comes ``gaps[i] * mtbf_min`` minutes of uptime
     after the previous restart. Training in progress at the end counts as kept."""
-    _check(interval_min > 0, "interval_min", interval_min, "> 0")
+    _check(interval_min > 0 and math.isfinite(interval_min), "interval_min", interval_min, "> 0 and finite")
     _check(mtbf_min > 0 and math.isfinite(mtbf_min), "mtbf_min", mtbf_min, "> 0 and finite")
-    _check(run_min > 0, "run_min", run_min, "> 0")
+    _check(run_min > 0 and math.isfinite(run_min), "run_min", run_min, "> 0 and finite (minutes of wall time)")
+    _check(checkpoint_min >= 0 and math.isfinite(checkpoint_min), "checkpoint_min", checkpoint_min, ">= 0 and finite")
+    _check(restart_min >= 0 and math.isfinite(restart_min), "restart_min", restart_min, ">= 0 and finite")
     tau, seg = interval_min, interval_min + checkpoint_min
     t = kept = ckpt = lost = 0.0
     n_fail, log = 0, []
@@ -196,8 +198,8 @@ def five_ways(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: f
     """Too often (YD/6), Young-Daly, too rarely (6 YD), Young-Daly + 2% backups, and your settings, all over the
     same failure gaps. Returns the comparison and, per row name, its ``RunResult`` (with gaps if ``record``)."""
     _check_gpus(n_gpus)
-    _check(interval_min > 0, "interval_min", interval_min, "> 0")
-    _check(days > 0, "days", days, "> 0")
+    _check(interval_min > 0 and math.isfinite(interval_min), "interval_min", interval_min, "> 0 and finite")
+    _check(days > 0 and math.isfinite(days), "days", days, "> 0 and finite")
     failure = replace(failure, run_days=days)
     run_min = days * 24 * 60
     gaps = FailureGaps(np.random.default_rng(seed))

@@ -172,3 +172,38 @@ def test_uniform_baseline_uses_one_strategy_in_every_stage():
     assert not res.feasible
     assert search(t5, C8, res.min_budget_gb + 0.01, space="3d", uniform=True).feasible
     assert not search(t5, C8, res.min_budget_gb - 0.01, space="3d", uniform=True).feasible
+
+
+def test_stated_minimum_fits_even_where_memory_bins_are_coarse():
+    """Above 16 GB the DP's memory bins are 2 MB or more; the minimum the message names must still fit."""
+    t5, c16 = load_model("t5-large-48"), published_cluster(16)
+    res = search(t5, c16, 0.5, space="tp")
+    assert not res.feasible and res.min_budget_gb > 16
+    assert search(t5, c16, res.min_budget_gb, space="tp").feasible
+    assert not search(t5, c16, res.min_budget_gb - 0.01, space="tp").feasible
+    assert f"{res.min_budget_gb:.2f} GB" in res.message
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(budget_gb=math.inf), "finite number > 0"),
+    (dict(budget_gb=float("nan")), "finite number > 0"),
+    (dict(chunks=0), "chunks must be a positive integer"),
+    (dict(batch_sizes=[]), "non-empty list of positive multiples of the GPU count 8"),
+    (dict(batch_sizes=[12]), "positive multiples of the GPU count 8"),
+    (dict(max_bsz=4), "below the GPU count 8"),
+    (dict(pp_degrees=[3]), r"pp_degrees \[3\] are not available"),
+])
+def test_bad_search_input_is_a_clear_value_error(kwargs, match):
+    args = dict(budget_gb=8.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        search(load_model("bert-huge-32"), C8, **args)
+
+
+def test_a_search_cut_short_by_max_bsz_says_so():
+    bert = load_model("bert-huge-32")
+    short = search(bert, C8, 16, max_bsz=16)
+    full = search(bert, C8, 16)
+    assert short.bsz_capped and "stopped at max_bsz=16" in short.message
+    assert not full.bsz_capped and full.max_feasible_bsz > 16
+    assert full.throughput >= short.throughput

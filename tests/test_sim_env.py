@@ -417,6 +417,10 @@ def test_gpu_check_helpers(tmp_path):
     assert gc.profile_for_gpu("Tesla T4") == "4xT4-pcie"
     assert gc.profile_for_gpu("NVIDIA A100-SXM4-80GB") == "4xA100-nvlink"
     assert gc.profile_for_gpu("NVIDIA L4") is None
+    assert gc.profile_for_gpu("NVIDIA H100 80GB HBM3") == "8xH100-nvlink"
+    for other in ("NVIDIA GH200 480GB", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA RTX A1000",
+                  "NVIDIA A100-PCIE-40GB", "NVIDIA H200 NVL"):  # not what those profiles describe
+        assert gc.profile_for_gpu(other) is None, other
     for name in ("1xH200", "4xT4-pcie", "4xA100-nvlink", "8xH100-nvlink"):
         assert name in hw.names()
     path = gc.report_path(str(tmp_path), "my host/1", dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc))

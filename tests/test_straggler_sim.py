@@ -143,11 +143,24 @@ def test_your_settings_row_follows_the_flags():
 
 
 @pytest.mark.parametrize("kwargs", [dict(n_gpus=-5), dict(n_gpus=0), dict(interval_min=0), dict(interval_min=-3),
-                                    dict(backup_share=-0.01), dict(days=0),
+                                    dict(backup_share=-0.01), dict(days=0), dict(days=float("inf")),
+                                    dict(interval_min=float("inf")),
                                     dict(failure=FailureModel(per_gpu_mtbf_h=1.0), interval_min=-1)])
 def test_five_ways_rejects_bad_input(kwargs):
     with pytest.raises(ValueError, match="must be"):
         five_ways(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(checkpoint_min=-1.0), "checkpoint_min"),
+                                          (dict(restart_min=-0.5), "restart_min"),
+                                          (dict(run_min=float("inf")), "run_min")])
+def test_simulate_run_rejects_negative_costs_and_endless_runs(kwargs, name):
+    from lib.straggler_sim import FailureGaps, simulate_run
+
+    args = dict(interval_min=60.0, mtbf_min=180.0, gaps=FailureGaps(np.random.default_rng(0)), run_min=1000.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=f"{name} must be"):
+        simulate_run(**args)
 
 
 def test_sampled_step_efficiency_agrees_with_exact():

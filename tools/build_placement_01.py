@@ -198,6 +198,8 @@ show(layout(fig, f"Per-device peak memory, {SIM}", height=460), "placement-01-me
     code("""
 fit_at_cap = {}
 for label, p in hand.items():  # every hand-made placement, not only the three in the figure
+    if max(p) >= capped.n_devices:  # a box with more GPUs than the simulated profile: not simulated
+        continue
     m = capped.measure(p)
     fit_at_cap[label] = not m.oom
     print(f"at cap {cap:g}: {label:<26} {'OUT OF MEMORY' if m.oom else 'fits, ' + ms(m):>16}  ({SIM})")
@@ -205,7 +207,7 @@ for label, p in hand.items():  # every hand-made placement, not only the three i
         print(f"    peak without a cap: {max(results[label].peak_mem_bytes) / 2**30:.2f} GiB ({env.describe()})")
 print(f"{SEED}: at cap 0.24 a single GPU and every two-GPU split run out of memory; "
       "the four-way layer split fits, at 256 ms")
-two_gpu_fits = [k for k, p in hand.items() if len(set(p)) == 2 and fit_at_cap[k]]
+two_gpu_fits = [k for k, p in hand.items() if len(set(p)) == 2 and fit_at_cap.get(k)]
 glue("cap_fits", ", ".join(k for k, ok in fit_at_cap.items() if ok) or "none of them")
 glue("cap_two_gpu", (f"Unlike the seed's statement, a two-GPU placement does fit here: {', '.join(two_gpu_fits)} "
                      "(balanced by the stages' load, it keeps the embedding and the head on different GPUs); the "

@@ -6,6 +6,12 @@ layer. Backward = 2 x forward; the data-parallel all-reduce overlaps backward, a
 overlap coefficient kappa (1.3; 1.0 for the ablation). Pipelines pay the GPipe bubble (pp + m - 1)/(pp m) on
 compute. Numpy only.
 
+Two known departures from the artifact's ``utils/cost_model.py``, both following the spec's simplified
+formulas: for pipelined DP shapes (2-1-4, 4-1-2) whose communication exceeds the backward it overlaps, the
+artifact counts the leftover all-reduce once where we count it per stage (x pp), so we over-estimate those
+shapes somewhat; and for a TP x DP decoder layer (2-2-2) the artifact overlaps 1/2 of the backward where we
+use the spec's 2/3.
+
 Used in: book/galvatron/02_the_cost_model.ipynb, 03_the_search.ipynb.
 """
 

@@ -51,6 +51,11 @@ def greedy_division(layer_min_mem_mb, other_mb: float, pp: int) -> tuple:
 
 
 # ------------------------------------------------------------------------------------------------ search
+#: Largest global batch the search tries by default; the loop normally ends earlier, at the first batch no
+#: plan fits. ``SearchResult.bsz_capped`` says when it did not.
+MAX_BSZ = 8192
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """The best plan (or why there is none) and every (batch, pp) candidate evaluated on the way."""
@@ -63,6 +68,7 @@ class SearchResult:
     search_s: float
     space: str
     n_strategies: int
+    bsz_capped: bool = False     # True if the batch loop stopped at max_bsz while plans still fitted
 
     @property
     def throughput(self) -> float:
@@ -163,12 +169,13 @@ def _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division
 
 def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space: str = "full",
            strategies: list | None = None, batch_sizes=None, pp_degrees=None, ckpt: bool = False,
-           uniform: bool = False, chunks: int | None = None, max_bsz: int = 1024, progress: bool = False,
-           mem_step_mb: int | None = None) -> SearchResult:
+           uniform: bool = False, chunks: int | None = None, max_bsz: int | None = None, progress: bool = False,
+           mem_step_mb: int | None = None, _confirm_min: bool = True) -> SearchResult:
     """Search the best plan for ``model`` on ``cluster`` with ``budget_gb`` GB per GPU.
 
-    For each global batch size (multiples of the GPU count up to ``max_bsz``, stopping at the first one no
-    pipeline degree fits) and each pipeline degree, run the per-stage DP over the strategies of that degree.
+    For each global batch size (multiples of the GPU count, stopping at the first one no pipeline degree fits,
+    or at ``max_bsz``: default ``MAX_BSZ``, and ``bsz_capped`` says when that cut the search short) and each
+    pipeline degree, run the per-stage DP over the strategies of that degree.
     Memory is binned in ``mem_step_mb`` MB (default 1 MB up to 16 GB, coarser above so the table has at most
     16k rows). ``space`` picks a baseline ('dp', 'sdp', 'tp', 'pp', 'dp+tp', 'dp+pp', '3d'); ``uniform=True`` forces
     one strategy for every layer (how the baseline systems run). Returns a SearchResult; an impossible
@@ -179,8 +186,19 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     check_power_of_two(n)
     if not isinstance(model, ModelProfile) or not isinstance(cluster, ClusterProfile):
         raise ValueError("search needs a ModelProfile and a ClusterProfile (see lib.galvatron.profiles)")
-    if not budget_gb > 0:
-        raise ValueError(f"budget_gb must be > 0; got {budget_gb!r}")
+    if not (isinstance(budget_gb, (int, float)) and 0 < budget_gb < math.inf):
+        raise ValueError(f"budget_gb must be a finite number > 0; got {budget_gb!r}")
+    if chunks is not None and (int(chunks) != chunks or chunks < 1):
+        raise ValueError(f"chunks must be a positive integer (micro-batches per iteration); got {chunks!r}")
+    max_bsz = MAX_BSZ if max_bsz is None else max_bsz
+    if batch_sizes is None and max_bsz < n:
+        raise ValueError(f"max_bsz={max_bsz} is below the GPU count {n}: no global batch to try")
+    if batch_sizes is not None:
+        batch_sizes = list(batch_sizes)
+        bad = [b for b in batch_sizes if int(b) != b or b < 1 or b % n]
+        if not batch_sizes or bad:
+            raise ValueError(f"batch_sizes must be a non-empty list of positive multiples of the GPU count {n} "
+                             f"(every strategy's data-parallel degree divides them); got {batch_sizes!r}")
     strategies = generate(n, ckpt=ckpt, space=space) if strategies is None else list(strategies)
     if not strategies:
         raise ValueError(f"space {space!r} has no strategies for {n} GPUs")
@@ -192,6 +210,10 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     L = model.n_layers
     pps = sorted({s.pp for s in strategies if s.pp <= L})
     if pp_degrees is not None:
+        unknown = sorted(set(pp_degrees) - set(pps))
+        if unknown:
+            raise ValueError(f"pp_degrees {unknown} are not available here; the strategies of this space on {n} "
+                             f"GPUs for {L} layers have pipeline degrees {pps}")
         pps = [p for p in pps if p in set(pp_degrees)]
     bszs = list(batch_sizes) if batch_sizes is not None else list(range(n, max_bsz + 1, n))
     cands, best, min_need = [], None, math.inf
@@ -220,9 +242,18 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
                 best = (thr, B, m, choice, division, iter_s, peak)
         if not any_ok:
             break
+    capped = batch_sizes is None and best is not None and cands[-1]["feasible"] and bszs[-1] + n > max_bsz
     elapsed = time.perf_counter() - t0
     if best is None:
-        need_gb = min_need / 1024.0
+        need_gb = math.ceil(min_need / 1024.0 * 100) / 100  # stated with 2 decimals, rounded up
+        if _confirm_min and math.isfinite(need_gb):
+            # memory bins grow with the budget above 16 GB: make sure the stated minimum really fits
+            again = dict(space=space, strategies=strategies, batch_sizes=bszs[:1], pp_degrees=pp_degrees, ckpt=ckpt,
+                         uniform=uniform, chunks=chunks, mem_step_mb=mem_step_mb, _confirm_min=False)
+            for _ in range(64):
+                if search(model, cluster, need_gb, **again).feasible:
+                    break
+                need_gb = round(need_gb + max(0.01, math.ceil(need_gb * 1024 / 16384) / 1024), 2)
         msg = (f"no feasible plan for {model.name} on {n} GPUs with {budget_gb:g} GB per GPU in space {space!r}: "
                f"the smallest plan (global batch {bszs[0]}) needs at least {need_gb:.2f} GB per GPU")
         return SearchResult(False, None, msg, need_gb, tuple(cands), elapsed, space, len(strategies))
@@ -230,7 +261,9 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     plan = Plan.from_strategies(choice, B, m, pp_division=division, model=model.name, est_iter_s=iter_s,
                                 est_throughput_samples_per_s=thr, est_mem_mb_per_device=peak)
     msg = f"best: {thr:.2f} samples/s at global batch {B}, pp={plan.pp_deg}"
-    return SearchResult(True, plan, msg, None, tuple(cands), elapsed, space, len(strategies))
+    if capped:
+        msg += f" (stopped at max_bsz={max_bsz} while plans still fitted)"
+    return SearchResult(True, plan, msg, None, tuple(cands), elapsed, space, len(strategies), capped)
 
 
 def evaluate_plan(plan: Plan, model: ModelProfile, cluster: ClusterProfile) -> dict:

@@ -50,6 +50,13 @@ from lib.placement.memory import ALLOC_OVERHEAD, accounted_peak_bytes, cap_bytes
 T4_VISIBLE_BYTES: int = hardware.load("4xT4-pcie").devices[0].usable_mem_bytes
 
 
+def _indexed(d: torch.device) -> torch.device:
+    """``cuda`` as ``cuda:<current>``, so that device comparisons (is this edge crossing?) are exact."""
+    if d.type == "cuda" and d.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
 class TorchPlacementEnv:
     """Implements :class:`lib.placement.env.PlacementEnv` by running real training steps with torch.
 
@@ -66,12 +73,15 @@ class TorchPlacementEnv:
         self.cfg = preset(cfg) if isinstance(cfg, str) else cfg
         if not isinstance(self.cfg, GPTConfig):
             raise ValueError(f"cfg must be a GPTConfig or a preset name; got {cfg!r}")
-        self.devices = [torch.device(d) for d in devices]
+        self.devices = [_indexed(torch.device(d)) for d in devices]
         if not self.devices:
             raise ValueError("devices is empty; give at least one torch device")
         kinds = {d.type for d in self.devices}
         if not kinds <= {"cpu", "cuda"} or len(kinds) > 1:
             raise ValueError(f"devices must be all 'cpu' (logical) or all 'cuda'; got {self.devices}")
+        if mem_cap is not None and kinds == {"cuda"} and len(set(self.devices)) < len(self.devices):
+            raise ValueError(f"mem_cap with logical devices that share a GPU ({self.devices}) would cap them "
+                             "together, not each; give distinct GPUs")
         if int(n_micro) != n_micro or n_micro < 1 or self.cfg.batch_size % n_micro:
             raise ValueError(f"n_micro={n_micro!r} must be a positive divisor of the batch size {self.cfg.batch_size}")
         mem_cap = check_mem_cap(mem_cap)
