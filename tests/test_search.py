@@ -207,3 +207,9 @@ def test_a_search_cut_short_by_max_bsz_says_so():
     assert short.bsz_capped and "stopped at max_bsz=16" in short.message
     assert not full.bsz_capped and full.max_feasible_bsz > 16
     assert full.throughput >= short.throughput
+
+
+def test_a_space_whose_pipelines_are_deeper_than_the_model_is_infeasible_and_says_why():
+    res = search(load_model("vit-huge-32"), published_cluster(64), 16, space="pp")
+    assert not res.feasible and res.min_budget_gb == math.inf
+    assert "pipeline degrees [64] all exceed the 32 layers" in res.message

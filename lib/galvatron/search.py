@@ -245,6 +245,10 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     capped = batch_sizes is None and best is not None and cands[-1]["feasible"] and bszs[-1] + n > max_bsz
     elapsed = time.perf_counter() - t0
     if best is None:
+        if not pps:  # e.g. pure PP on 64 GPUs for 32 layers: no stage split exists
+            msg = (f"no feasible plan for {model.name} on {n} GPUs in space {space!r}: its pipeline degrees "
+                   f"{sorted({s.pp for s in strategies})} all exceed the {L} layers")
+            return SearchResult(False, None, msg, math.inf, tuple(cands), elapsed, space, len(strategies))
         need_gb = math.ceil(min_need / 1024.0 * 100) / 100  # stated with 2 decimals, rounded up
         if _confirm_min and math.isfinite(need_gb):
             # memory bins grow with the budget above 16 GB: make sure the stated minimum really fits
