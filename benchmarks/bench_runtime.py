@@ -22,6 +22,7 @@ def main(argv=None) -> int:
     from lib.galvatron.profiles import DATA_DIR
     from lib.galvatron.rt_eval import format_rows, profile_search_run
     from lib.galvatron.rt_model import ModelConfig
+    from lib.galvatron.sdp import SDP_IMPLS
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--world-size", type=int, default=2)
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--global-bsz", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: one GPU per rank, NCCL")
-    ap.add_argument("--sdp-impl", default="auto", choices=("auto", "fsdp2", "manual"),
+    ap.add_argument("--sdp-impl", default="auto", choices=SDP_IMPLS,
                     help="SDP by FSDP2's fully_shard or the hand-written fallback (auto: FSDP2 where it works)")
     ap.add_argument("--no-other", action="store_true", help="bare cost model: no measured non-layer time")
     ap.add_argument("--save", action="store_true", help="write the measured profile to data/galvatron/")

@@ -260,8 +260,7 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
-    first = allocated[0] if allocated else 0
-    leaked = (max(allocated) - first) if allocated else 0
+    leaked = (max(allocated) - allocated[0]) if allocated else 0
     out = {"preset": preset, "device": device, "mem_cap": cap, "attempts": attempts, "ooms": ooms, "error": error,
            "leaked_bytes": leaked, "ok": error is None and ooms == attempts and leaked <= OOM_LEAK_SLACK_BYTES
            and healthy_s is not None,
@@ -269,15 +268,17 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
            "allocated_after_last_bytes": allocated[-1] if allocated else None,
            "allocated_max_bytes": max(allocated) if allocated else None,
            "healthy_step_after_s": healthy_s, "wall_s": time.perf_counter() - t0}
+    verdict = "OK" if out["ok"] else (f"NOT OK (missed OOMs, a leak over {OOM_LEAK_SLACK_BYTES >> 20} MiB, an error "
+                                      "or no healthy step)")
     log(f"  OOM loop ({preset}, cap {cap:.3g}): {ooms}/{attempts} caught, allocated after first "
         f"{(out['allocated_after_first_bytes'] or 0) / 2**20:.0f} MiB, after last "
         f"{(out['allocated_after_last_bytes'] or 0) / 2**20:.0f} MiB; then a normal step: "
         f"{'%.1f ms' % (healthy_s * 1e3) if healthy_s else 'FAILED'}; {error or 'no error'}; "
-        f"{'OK' if out['ok'] else 'NOT OK (missed OOMs, a leak over 64 MiB, an error or no healthy step)'}")
+        f"{verdict}")
     return out
 
 
-def reinforce_real(preset: str, updates: int, log, out_dir: str, device: str = "cuda") -> dict:
+def reinforce_real(preset: str, updates: int, log, out_dir: str, device: str = "cuda:0") -> dict:
     """A short REINFORCE run (``updates`` updates of 8 samples, co-location groups) on real CUDA devices.
 
     With one GPU the placer still chooses among 4 logical devices that all map to ``cuda:0``, so the real
@@ -290,7 +291,7 @@ def reinforce_real(preset: str, updates: int, log, out_dir: str, device: str = "
     from lib.placement.torch_env import TorchPlacementEnv
 
     n = torch.cuda.device_count() if device.startswith("cuda") else 0
-    devices = [f"cuda:{i}" for i in range(n)] if n >= 2 else [device if device != "cuda" else "cuda:0"] * 4
+    devices = [f"cuda:{i}" for i in range(n)] if n >= 2 else [device] * 4
     env = TorchPlacementEnv(preset, devices)
     path = os.path.join(out_dir, f"gpu_check_reinforce_{preset}_{socket.gethostname()}.jsonl")
     for stale in (path, path + ".ckpt.pt"):

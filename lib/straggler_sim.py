@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from lib.straggler import (FailureModel, StepModel, _check, _check_gpus, backup_count, checkpoint_shares,
-                           expected_failures, sample_steps, step_efficiency, young_daly_min)
+from lib.straggler import (FailureModel, StepModel, _check, _check_gpus, _check_interval, backup_count,
+                           checkpoint_shares, expected_failures, sample_steps, step_efficiency, young_daly_min)
 
 
 class FailureGaps:
@@ -74,11 +74,11 @@ def simulate_run(interval_min: float, mtbf_min: float, gaps: FailureGaps, run_mi
                  checkpoint_min: float = 1.0, restart_min: float = 5.0, record: bool = False) -> RunResult:
     """Simulate ``run_min`` minutes of wall time; failure ``i`` comes ``gaps[i] * mtbf_min`` minutes of uptime
     after the previous restart. Training in progress at the end counts as kept."""
-    _check(interval_min > 0 and math.isfinite(interval_min), "interval_min", interval_min, "> 0 and finite")
-    _check(mtbf_min > 0 and math.isfinite(mtbf_min), "mtbf_min", mtbf_min, "> 0 and finite")
+    _check_interval(interval_min, mtbf_min, checkpoint_min, restart_min)  # the exact model's checks, and:
+    costs = {"interval_min": interval_min, "checkpoint_min": checkpoint_min, "restart_min": restart_min}
+    for name, v in costs.items():  # an endless interval or cost would never let simulated time pass
+        _check(math.isfinite(v), name, v, "finite")
     _check(run_min > 0 and math.isfinite(run_min), "run_min", run_min, "> 0 and finite (minutes of wall time)")
-    _check(checkpoint_min >= 0 and math.isfinite(checkpoint_min), "checkpoint_min", checkpoint_min, ">= 0 and finite")
-    _check(restart_min >= 0 and math.isfinite(restart_min), "restart_min", restart_min, ">= 0 and finite")
     tau, seg = interval_min, interval_min + checkpoint_min
     t = kept = ckpt = lost = 0.0
     n_fail, log = 0, []

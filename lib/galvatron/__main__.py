@@ -18,6 +18,8 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .sdp import SDP_IMPLS
+
     ap = argparse.ArgumentParser(prog="python -m lib.galvatron")
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run a plan on this rank (start it with torchrun)")
@@ -31,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     run.add_argument("--backend", default=None, help="gloo or nccl (default: nccl with --device cuda)")
     run.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    run.add_argument("--sdp-impl", default="auto", choices=["auto", "fsdp2", "manual"],
+    run.add_argument("--sdp-impl", default="auto", choices=SDP_IMPLS,
                      help="SDP layers by FSDP2's fully_shard, by hand, or FSDP2 where this torch/backend allows")
     run.add_argument("--check", action="store_true", help="compare with the single-process reference")
     run.add_argument("--out", default=None, help="write the summary JSON here (rank 0)")
