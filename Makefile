@@ -14,7 +14,7 @@ STAMP      := $(VENV)/.installed
 export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: all book test test-unit test-notebooks browser-check strip clean venv bench
+.PHONY: all book test test-unit test-notebooks browser-check chapters strip clean venv bench
 
 all: test book
 
@@ -47,6 +47,11 @@ test-notebooks: $(STAMP)
 # Opens the built book in headless Chromium: no JavaScript errors, every plotly figure drew an SVG.
 browser-check: $(STAMP)
 	$(PY) tools/browser_check.py _build/html --screenshots _build/screenshots
+
+# Chapters are edited as MyST Markdown (book/**/*.md): write each paired .ipynb from its .md (cell ids and
+# oracle outputs kept, everything else stripped). `python tools/chapters.py check` says what is out of sync.
+chapters: $(STAMP)
+	$(PY) tools/chapters.py sync
 
 # Strip outputs from every chapter except cells tagged keep_output.
 strip: $(STAMP)

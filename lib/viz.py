@@ -31,18 +31,52 @@ SEQUENCE: Sequence[str] = (
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
+#: Characters per title line before it wraps: the book's text column is about 750 px wide at 1400 px, and a
+#: 15 px title font fits about 85 characters in it; keep a margin for the y-axis labels.
+TITLE_CHARS = 78
+_TITLE_LINE_PX, _TITLE_PAD_PX = 21, 24
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
+    """``text`` with ``<br>`` line breaks so that no line is longer than ``width`` characters (words kept whole).
+
+    Existing ``<br>`` breaks are kept. Plotly never wraps a title by itself: a long one runs off the figure.
+    """
+    import textwrap
+
+    lines = []
+    for part in str(text).split("<br>"):
+        lines += textwrap.wrap(part, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+    return "<br>".join(lines)
+
+
+def title_margin(text: str | None) -> int:
+    """Top margin (px) that holds ``text`` as wrapped by :func:`wrap_title` (and the mode bar above it)."""
+    if not text:
+        return 40
+    return _TITLE_PAD_PX + _TITLE_LINE_PX * (wrap_title(text).count("<br>") + 1) + 14
+
+
 def layout(fig, title: str | None = None, height: int = 420):
-    """Apply the house layout (white background, readable fonts, legend on top) and return ``fig``."""
+    """Apply the house layout and return ``fig``.
+
+    The house rule: the legend sits outside the plot, to its right and top-aligned with it, so it can never cover
+    the title (above the plot), an axis title (left of and below the plot) or a slider (below); titles wrap at
+    :data:`TITLE_CHARS` and the top margin grows with them, so no title is cut off. White background, readable
+    fonts, the house colours.
+    """
     fig.update_layout(
         template="plotly_white",
         height=height,
-        margin=dict(l=60, r=20, t=100 if title else 40, b=50),  # room for a title above a wrapped legend
+        margin=dict(l=60, r=20, t=title_margin(title), b=50),
         font=dict(family="Helvetica, Arial, sans-serif", size=13),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, yref="paper",
+                    font=dict(size=12)),
         colorway=list(SEQUENCE),
     )
     if title:
-        fig.update_layout(title=dict(text=title, x=0, xanchor="left"))
+        fig.update_layout(title=dict(text=wrap_title(title), x=0, xanchor="left", y=1, yanchor="top",
+                                     yref="container", pad=dict(t=_TITLE_PAD_PX - 8), font=dict(size=15)))
     return fig
 
 
@@ -119,7 +153,7 @@ def frames_figure(
     start = frames[active]
     fig = go.Figure(data=list(start.data), layout=dict(base_layout or {}))
     fig.frames = [
-        go.Frame(data=list(f.data), name=f.label, layout=dict(title=dict(text=f.title)) if f.title else None)
+        go.Frame(data=list(f.data), name=f.label, layout=dict(title=dict(text=wrap_title(f.title))) if f.title else None)
         for f in frames
     ]
     steps = [
@@ -134,7 +168,11 @@ def frames_figure(
         sliders=[dict(active=active, currentvalue=dict(prefix=f"{slider_label}: "), pad=dict(t=50), steps=steps)]
     )
     if start.title:
-        fig.update_layout(title=dict(text=start.title, x=0, xanchor="left"))
+        fig.update_layout(title=dict(text=wrap_title(start.title), x=0, xanchor="left", y=1, yanchor="top",
+                                     yref="container", pad=dict(t=_TITLE_PAD_PX - 8), font=dict(size=15)))
+    longest = max((f.title for f in frames if f.title), key=lambda t: wrap_title(t).count("<br>"), default=None)
+    if longest and (fig.layout.margin.t or 0) < title_margin(longest):
+        fig.update_layout(margin=dict(t=title_margin(longest)))  # room for every frame's title, not just the first
     return fig
 
 

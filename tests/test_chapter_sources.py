@@ -1,63 +1,85 @@
-"""Every generated chapter is its builder's output: the committed notebook's cells (type, source and tags) are
-exactly what the builder in tools/ writes today, so nobody edits a notebook by hand and forgets its builder (or the
-other way round). The builders' cell lists are written with tools/notebook.py ``write_notebook`` into a temporary
-folder, never into book/. Oracle outputs (cells tagged keep_output) are stored in the committed notebooks and are
-not compared here; tests/test_notebook_hygiene.py checks the outputs.
+"""Chapters are authored as MyST Markdown (book/**/*.md) and paired with committed, stripped .ipynb files.
+
+Every .md has its .ipynb twin with the same cells (type, source, metadata) and notebook metadata, so nobody edits
+one and forgets the other; and the check itself catches a drifted pair.
 """
 
-import importlib
 import json
 import os
+import shutil
 
 import pytest
 
-from tools.notebook import write_notebook
+from tools import chapters
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# (builder module in tools/, its cell list, the notebook it writes)
-CHAPTERS = [
-    ("build_galvatron", "CH1", "book/galvatron/01_the_space.ipynb"),
-    ("build_galvatron", "CH2", "book/galvatron/02_the_cost_model.ipynb"),
-    ("build_galvatron", "CH3", "book/galvatron/03_the_search.ipynb"),
-    ("build_galvatron_04", "CELLS", "book/galvatron/04_from_plan_to_run.ipynb"),
-    ("build_stragglers", "CELLS", "book/stragglers/01_the_one_slow_gpu.ipynb"),
-    ("build_placement_01", "CELLS", "book/placement/01_the_game.ipynb"),
-    ("build_placement_23", "CH2", "book/placement/02_the_placer.ipynb"),
-    ("build_placement_23", "CH3", "book/placement/03_colocation.ipynb"),
-]
+ROOT = chapters.ROOT
+MDS = chapters.markdown_chapters()
 
 
-def _cells(nb: dict) -> list:
-    src = lambda s: "".join(s) if isinstance(s, list) else s
-    return [(c["cell_type"], src(c["source"]), c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
+def test_there_are_markdown_chapters():
+    assert len(MDS) >= 8, f"expected every chapter as .md under book/; found {len(MDS)}"
 
 
-@pytest.mark.parametrize("module, cells, path", CHAPTERS, ids=[p for _, _, p in CHAPTERS])
-def test_committed_chapter_is_its_builders_output(module, cells, path, tmp_path):
-    builder = importlib.import_module(f"tools.{module}")
-    fresh = tmp_path / os.path.basename(path)
-    write_notebook(str(fresh), getattr(builder, cells))  # the builder's own code path, into tmp_path
-    with open(os.path.join(ROOT, path)) as f:
-        committed = _cells(json.load(f))
-    built = _cells(json.loads(fresh.read_text()))
-    assert len(committed) == len(built), f"{path}: {len(committed)} cells, the builder writes {len(built)}; " \
-                                         f"run: python tools/{module}.py"
-    for i, (old, new) in enumerate(zip(committed, built)):
-        assert old == new, f"{path}, cell {i} differs from tools/{module}.py; run: python tools/{module}.py"
+def test_every_chapter_is_a_pair():
+    assert chapters.unpaired() == []
 
 
-def test_every_generated_chapter_is_covered():
-    """A builder that writes a notebook not listed above fails here, so a new chapter cannot slip past."""
-    import re
+@pytest.mark.parametrize("path", MDS, ids=[os.path.relpath(p, ROOT) for p in MDS])
+def test_pair_is_in_sync(path):
+    assert chapters.differences(path) == []
 
-    listed = {p for _, _, p in CHAPTERS}
-    written = set()
-    for name in os.listdir(os.path.join(ROOT, "tools")):
-        if name.startswith("build_") and name.endswith(".py"):
-            with open(os.path.join(ROOT, "tools", name)) as f:
-                text = f.read()
-            written |= set(re.findall(r"book/[\w/]+\.ipynb", text))
-            written |= {f"book/{part}/{name}.ipynb"
-                        for part, name in re.findall(r'os\.path\.join\("book", "(\w+)", "(\w+)\.ipynb"\)', text)}
-    assert written and written <= listed, f"chapters written by a builder but not checked: {sorted(written - listed)}"
+
+@pytest.mark.parametrize("path", MDS, ids=[os.path.relpath(p, ROOT) for p in MDS])
+def test_markdown_carries_the_full_jupytext_header(path):
+    """Without format_name: myst a .md page is not a notebook to myst-nb (and the .md is also excluded)."""
+    head = open(path, encoding="utf-8").read().split("---")[1]
+    assert "format_name: myst" in head and "kernelspec:" in head and "execution_timeout" in head
+
+
+def _copy_pair(tmp_path, name="01_the_one_slow_gpu"):
+    src = os.path.join(ROOT, "book", "stragglers", name)
+    os.makedirs(tmp_path / "book" / "x")
+    md, nb = tmp_path / "book" / "x" / f"{name}.md", tmp_path / "book" / "x" / f"{name}.ipynb"
+    shutil.copy(src + ".md", md)
+    shutil.copy(src + ".ipynb", nb)
+    return md, nb
+
+
+def test_an_edited_markdown_is_caught_and_sync_repairs_it(tmp_path, monkeypatch):
+    md, nb = _copy_pair(tmp_path)
+    monkeypatch.setattr(chapters, "ROOT", str(tmp_path))
+    assert chapters.differences(str(md)) == []
+    md.write_text(md.read_text().replace("# The one slow GPU", "# The one slow GPU, edited", 1))
+    problems = chapters.differences(str(md))
+    assert problems and "source" in problems[0] and "make chapters" in problems[0]
+    kept_before = [c["outputs"] for c in json.loads(nb.read_text())["cells"]
+                   if "keep_output" in c["metadata"].get("tags", [])]
+    ids_before = [c["id"] for c in json.loads(nb.read_text())["cells"]]
+    chapters.sync(str(md))
+    assert chapters.differences(str(md)) == []
+    after = json.loads(nb.read_text())["cells"]
+    assert [c["outputs"] for c in after if "keep_output" in c["metadata"].get("tags", [])] == kept_before
+    assert [c["id"] for c in after] == ids_before  # cell ids survive an edit of the text
+
+
+def test_an_edited_notebook_and_a_lone_file_are_caught(tmp_path, monkeypatch):
+    md, nb = _copy_pair(tmp_path)
+    monkeypatch.setattr(chapters, "ROOT", str(tmp_path))
+    data = json.loads(nb.read_text())
+    data["cells"][2]["metadata"]["tags"] = ["remove-input"]
+    nb.write_text(json.dumps(data))
+    assert any("cell 2" in p for p in chapters.differences(str(md)))
+    (tmp_path / "book" / "x" / "lone.ipynb").write_text(json.dumps(data))
+    assert chapters.unpaired(str(tmp_path)) == ["book/x/lone.ipynb has no .md twin"]
+
+
+def test_sync_strips_outputs_of_cells_that_are_not_oracles(tmp_path, monkeypatch):
+    md, nb = _copy_pair(tmp_path)
+    data = json.loads(nb.read_text())
+    plain = next(c for c in data["cells"] if c["cell_type"] == "code" and "keep_output" not in c["metadata"].get("tags", []))
+    plain["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "stray\n"}]
+    nb.write_text(json.dumps(data))
+    chapters.sync(str(md))
+    from tools.check_stripped import stray_outputs
+
+    assert stray_outputs(json.loads(nb.read_text())) == []

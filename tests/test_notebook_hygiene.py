@@ -82,7 +82,7 @@ def test_chapters_open_with_a_parameters_cell(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[os.path.relpath(p, ROOT) for p in CHAPTERS])
 def test_chapters_start_with_the_current_colab_cell(path):
-    """The first cell installs the book on Colab at this version (regenerate with tools/build_*.py)."""
+    """The first cell installs the book on Colab at this version (rewrite with python tools/chapters.py colab)."""
     from tools.notebook import COLAB_CELL
 
     with open(path, encoding="utf-8") as f:

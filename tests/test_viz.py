@@ -64,3 +64,28 @@ def test_frames_figure_rejects_inconsistent_frames():
 def test_palette_colours_are_hex():
     for c in list(viz.PALETTE.values()) + list(viz.SEQUENCE):
         assert c.startswith("#") and len(c) == 7
+
+
+def test_long_titles_wrap_and_the_margin_grows_with_them():
+    long = "Estimated throughput: Galvatron against every baseline, for every model and memory budget (0 = none)"
+    wrapped = viz.wrap_title(long)
+    assert "<br>" in wrapped and all(len(line) <= viz.TITLE_CHARS for line in wrapped.split("<br>"))
+    assert wrapped.replace("<br>", " ") == long  # words kept whole, nothing lost
+    short = viz.layout(go.Figure(), title="short")
+    tall = viz.layout(go.Figure(), title=long)
+    assert tall.layout.margin.t > short.layout.margin.t
+    assert tall.layout.title.text == wrapped
+
+
+def test_house_legend_sits_right_of_the_plot_not_over_titles():
+    fig = viz.layout(go.Figure(go.Scatter(x=[1], y=[1], name="a")), title="t")
+    leg = fig.layout.legend
+    assert leg.x > 1 and leg.xanchor == "left" and leg.orientation == "v"  # outside the plot area
+
+
+def test_frames_figure_leaves_room_for_its_longest_frame_title():
+    long = "a frame title that is long enough to need two lines in the book's text column, and then some more"
+    frames = [viz.Frame("a", [go.Scatter()], title="short"), viz.Frame("b", [go.Scatter()], title=long)]
+    fig = viz.frames_figure(frames, "x", base_layout=viz.layout(go.Figure(), title="short").layout.to_plotly_json())
+    assert fig.layout.margin.t >= viz.title_margin(long)
+    assert "<br>" in fig.frames[1].layout.title.text

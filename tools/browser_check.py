@@ -90,7 +90,7 @@ def check(html_root: str, shots: str | None) -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         for rel in pages(html_root):
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors: list[str] = []
             aborted: list[str] = []
             page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))

@@ -1,23 +1,17 @@
-"""Write a chapter notebook from a list of cells (so chapters are generated reproducibly and stripped).
+"""The Colab set-up cell that opens every chapter, and the book version it installs.
 
-Usage from a script:
-
-    from tools.notebook import md, code, write_notebook
-    write_notebook("book/part/01_x.ipynb", "Title", [md("..."), code("...", tags=["parameters"])])
-
-The first cell is always the Colab set-up cell; the parameters cell should come right after the title.
+Chapters are MyST Markdown notebooks (``book/**/*.md``) paired with stripped ``.ipynb`` files by jupytext; see
+``tools/chapters.py``. The first cell of every chapter is ``COLAB_CELL`` (tagged ``remove-cell``), checked by
+tests/test_notebook_hygiene.py; ``python tools/chapters.py colab`` rewrites it in every chapter after a version
+bump.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
-import nbformat
-
-from lib import atomic
-
 REPO_URL = "https://github.com/parallelism-rebuilt/parallelism-rebuilt"
+
 
 def _book_version() -> str:
     import importlib.util
@@ -32,8 +26,8 @@ def _book_version() -> str:
 
 BOOK_VERSION = _book_version()
 
-#: First cell of every chapter. On Colab it clones the book at the tag of the version the chapter was generated
-#: with (v<lib.__version__>), falling back to the main branch if that tag does not exist, and installs it.
+#: First cell of every chapter. On Colab it clones the book at the tag of this version (v<lib.__version__>),
+#: falling back to the main branch if that tag does not exist, and installs it.
 COLAB_CELL = f'''# On Colab: fetch this book at its own version and install it. Does nothing anywhere else.
 import sys
 if "google.colab" in sys.modules:
@@ -45,30 +39,3 @@ if "google.colab" in sys.modules:
             subprocess.run(["git", "clone", "--depth", "1", "{REPO_URL}"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "parallelism-rebuilt"], check=True)
     sys.path.insert(0, os.path.abspath("parallelism-rebuilt"))'''
-
-
-def md(source: str, tags=()):
-    cell = nbformat.v4.new_markdown_cell(source.strip("\n"))
-    if tags:
-        cell.metadata["tags"] = list(tags)
-    return cell
-
-
-def code(source: str, tags=()):
-    cell = nbformat.v4.new_code_cell(source.strip("\n"))
-    if tags:
-        cell.metadata["tags"] = list(tags)
-    return cell
-
-
-def write_notebook(path: str, cells: list, timeout_s: int = 600) -> None:
-    """Write a stripped notebook atomically (temp file + rename), Colab cell first."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [code(COLAB_CELL, tags=["remove-cell"])] + list(cells)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["mystnb"] = {"execution_timeout": timeout_s}
-    for i, c in enumerate(nb.cells):
-        c["id"] = f"c{i:03d}"
-    nbformat.validate(nb)
-    atomic.write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
