@@ -14,7 +14,9 @@ STAMP      := $(VENV)/.installed
 export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: all book test test-unit test-notebooks browser-check chapters strip clean venv bench
+PARAMS     ?= cpu
+
+.PHONY: rerun book-from all book test test-unit test-notebooks browser-check chapters strip clean venv bench
 
 all: test book
 
@@ -33,6 +35,16 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	rm -rf _build/.doctrees _build/html/reports
 	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+
+# Every chapter (or CHAPTERS="book/x/y ...") with the parameter set params/$(PARAMS).yaml, into runs/$(PARAMS)-<UTC>/.
+rerun: $(STAMP)
+	$(PY) -m lib.rerun --params $(PARAMS) $(if $(CHAPTERS),--chapters $(CHAPTERS))
+
+# The HTML book from a rerun's executed notebooks, executing nothing: make book-from RUN=runs/<set>-<stamp>
+book-from: $(STAMP)
+	@test -n "$(RUN)" || { echo "book-from: set RUN=runs/<set>-<stamp> (a folder made by make rerun)"; exit 2; }
+	rm -rf _build/.doctrees
+	$(PY) -m lib.rerun --book-from $(RUN)
 
 # Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells).
 test: $(STAMP)

@@ -1,0 +1,59 @@
+"""python -m lib.rerun: rerun chapters in batch with a named parameter set, or build the book from a rerun.
+
+    python -m lib.rerun --params cpu                          # every chapter, into runs/cpu-<UTC stamp>/
+    python -m lib.rerun --params 4gpu --chapters book/galvatron/04_from_plan_to_run
+    python -m lib.rerun --params 4gpu --resume runs/4gpu-20261201T120000Z
+    python -m lib.rerun --book-from runs/4gpu-20261201T120000Z   # HTML in _build/html, nothing executed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def main(argv=None) -> int:
+    from lib.rerun import execute, params, replay
+
+    ap = argparse.ArgumentParser(prog="python -m lib.rerun", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", help=f"a parameter set: {', '.join(params.available())}, or a .yaml path")
+    ap.add_argument("--chapters", nargs="+", metavar="CHAPTER", help="book/<part>/<name> (default: every chapter)")
+    ap.add_argument("--runs-root", default=os.path.join(params.ROOT, "runs"), help="where run folders go")
+    ap.add_argument("--resume", metavar="RUN", help="continue this run folder: chapters already done are skipped")
+    ap.add_argument("--book-from", metavar="RUN", help="build the HTML book from this run folder, executing nothing")
+    ap.add_argument("--out", default=None, help="with --book-from: folder that receives _build/html (default: repo)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars (CI logs)")
+    ap.add_argument("--list", action="store_true", help="list the parameter sets and chapters, then exit")
+    a = ap.parse_args(argv)
+    try:
+        if a.list:
+            for name in params.available():
+                print(f"{name:12s} {params.load(name).description}")
+            print("\n".join(params.book_chapters()))
+            return 0
+        if a.book_from:
+            print(replay.book_from(a.book_from, a.out))
+            return 0
+        if a.resume and not a.params:  # the set as the run saved it, even if its file has changed or gone
+            with open(os.path.join(a.resume, "params.json"), encoding="utf-8") as f:
+                pset = params.ParamSet(**json.load(f)["set"])
+        elif a.params:
+            pset = params.load(a.params)
+        else:
+            ap.error("--params is required (or --resume, --book-from, --list)")
+        chapters = [params._chapter_key(c) for c in a.chapters] if a.chapters else params.book_chapters()
+        run_dir, results = execute.run(pset, chapters, a.runs_root, a.resume, progress=not a.no_progress)
+    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+        print(f"python -m lib.rerun: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(execute.summary_table(results))
+    shown = os.path.relpath(run_dir) if os.path.abspath(run_dir).startswith(os.getcwd()) else run_dir
+    print(f"\nrun folder: {shown}  (summary.json, params.json, logs/, book/)")
+    return 1 if any(r.status != "ok" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Named parameter sets for batch reruns, checked against the parameters each chapter declares.
+
+A set is a YAML file ``params/<name>.yaml``::
+
+    description: one line saying what machine it is for
+    parameters:            # given to every chosen chapter that declares the parameter
+      device: cuda
+    chapters:              # per-chapter values; the chapter must declare each of them
+      book/galvatron/04_from_plan_to_run: {world_size: 4}
+
+A parameter that no chapter of the book declares, or a per-chapter value its chapter does not declare, is an error
+before anything runs, naming the set, the parameter and the chapter. Used in: ``python -m lib.rerun``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PARAMS_DIR = os.path.join(ROOT, "params")
+#: Parameters the runner itself fills in when a chapter declares them and the set leaves them unset.
+RUNNER_PARAMETERS = ("runs_dir",)
+_KEYS = {"description", "parameters", "chapters"}
+
+
+@dataclass(frozen=True)
+class ParamSet:
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    chapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters),
+                "chapters": {k: dict(v) for k, v in self.chapters.items()}}
+
+
+def available(params_dir: str = PARAMS_DIR) -> list[str]:
+    return sorted(f[:-5] for f in os.listdir(params_dir) if f.endswith(".yaml")) if os.path.isdir(params_dir) else []
+
+
+def load(name_or_path: str, params_dir: str = PARAMS_DIR) -> ParamSet:
+    """Read a set by name (``params/<name>.yaml``) or by path; refuse unknown names and malformed files."""
+    import yaml
+
+    path = name_or_path if name_or_path.endswith((".yaml", ".yml")) else os.path.join(params_dir, f"{name_or_path}.yaml")
+    if not os.path.exists(path):
+        raise ValueError(f"--params: no parameter set {name_or_path!r}; available: {', '.join(available(params_dir))}")
+    name = os.path.splitext(os.path.basename(path))[0]
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a parameter set is a mapping with keys {sorted(_KEYS)}; got {type(data).__name__}")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise ValueError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {sorted(_KEYS)}")
+    params, chapters = data.get("parameters") or {}, data.get("chapters") or {}
+    if not isinstance(params, dict) or not isinstance(chapters, dict) or \
+            not all(isinstance(v, dict) for v in chapters.values()):
+        raise ValueError(f"{path}: 'parameters' is a mapping and 'chapters' maps a chapter to a mapping")
+    return ParamSet(name, str(data.get("description", "")), params,
+                    {_chapter_key(k): v for k, v in chapters.items()})
+
+
+def _chapter_key(path: str) -> str:
+    """``book/x/y`` whether given as ``book/x/y``, ``book/x/y.ipynb`` or ``book/x/y.md``."""
+    for ext in (".ipynb", ".md"):
+        if path.endswith(ext):
+            return path[: -len(ext)]
+    return path
+
+
+def book_chapters(root: str = ROOT) -> list[str]:
+    """Every chapter of the table of contents that is a notebook, as ``book/<part>/<name>``, in reading order."""
+    import yaml
+
+    with open(os.path.join(root, "_toc.yml"), encoding="utf-8") as f:
+        toc = yaml.safe_load(f)
+    files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", []) if "file" in c]
+    return [f for f in files if os.path.exists(os.path.join(root, f + ".ipynb"))]
+
+
+def declared(chapter: str, root: str = ROOT) -> dict[str, str]:
+    """The parameters a chapter's ``parameters`` cell declares, with their default source text."""
+    import papermill
+
+    return {k: v["default"] for k, v in papermill.inspect_notebook(os.path.join(root, chapter + ".ipynb")).items()}
+
+
+def resolve(pset: ParamSet, chapters: list[str], root: str = ROOT) -> dict[str, dict]:
+    """The parameters each chapter gets; ``ValueError`` naming set, parameter and chapter on any mismatch."""
+    known = book_chapters(root)
+    for c in list(chapters) + list(pset.chapters):
+        if c not in known:
+            raise ValueError(f"{pset.name}: no chapter {c!r}; chapters: {', '.join(known)}")
+    decl = {c: declared(c, root) for c in known}
+    for p in pset.parameters:
+        if not any(p in d for d in decl.values()):
+            raise ValueError(f"{pset.name}: parameter {p!r} is declared by no chapter of the book")
+    out = {}
+    for c in chapters:
+        given = {k: v for k, v in pset.parameters.items() if k in decl[c]}
+        for k, v in pset.chapters.get(c, {}).items():
+            if k not in decl[c]:
+                raise ValueError(f"{pset.name}: chapter {c} declares no parameter {k!r}; "
+                                 f"it declares: {', '.join(sorted(decl[c]))}")
+            given[k] = v
+        out[c] = given
+    return out

@@ -1,0 +1,153 @@
+"""Batch reruns (python -m lib.rerun): parameter sets checked before anything runs, one folder per run, a failing
+chapter reported without stopping the others, resumable; and the book built from a rerun without executing."""
+
+import datetime as dt
+import json
+import os
+import shutil
+
+import pytest
+
+from lib.rerun import execute, params, replay
+from lib.rerun.__main__ import main
+
+ROOT = params.ROOT
+FAST = ["book/stragglers/01_the_one_slow_gpu", "book/galvatron/01_the_space"]
+
+
+def _set(tmp_path, text, name="tiny"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_shipped_sets_load_and_fit_every_chapter():
+    names = params.available()
+    assert {"cpu", "colab-1gpu", "4gpu", "8gpu"} <= set(names)
+    chapters = params.book_chapters()
+    assert len(chapters) >= 8
+    for n in names:
+        resolved = params.resolve(params.load(n), chapters)
+        assert set(resolved) == set(chapters)
+    four = params.resolve(params.load("4gpu"), chapters)
+    assert four["book/galvatron/04_from_plan_to_run"]["world_size"] == 4
+    assert "device" not in four["book/stragglers/01_the_one_slow_gpu"]  # only to chapters that declare it
+
+
+def test_unknown_parameter_is_refused_before_anything_runs(tmp_path):
+    bad = _set(tmp_path, "parameters: {bogus_knob: 1}\n")
+    assert main(["--params", bad, "--chapters", *FAST, "--runs-root", str(tmp_path / "runs"), "--no-progress"]) == 2
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ValueError, match="bogus_knob.*declared by no chapter"):
+        params.resolve(params.load(bad), FAST)
+
+
+def test_a_chapter_value_it_does_not_declare_names_both(tmp_path):
+    bad = _set(tmp_path, "chapters:\n  book/stragglers/01_the_one_slow_gpu: {world_size: 4}\n")
+    with pytest.raises(ValueError, match=r"01_the_one_slow_gpu declares no parameter 'world_size'"):
+        params.resolve(params.load(bad), FAST)
+    with pytest.raises(ValueError, match="no chapter 'book/nope/x'"):
+        params.resolve(params.load(_set(tmp_path, "chapters:\n  book/nope/x: {a: 1}\n", "b")), FAST)
+    with pytest.raises(ValueError, match="unknown key 'paramters'"):
+        params.load(_set(tmp_path, "paramters: {}\n", "c"))
+    with pytest.raises(ValueError, match="no parameter set 'nope'"):
+        params.load("nope")
+
+
+def test_run_folders_are_never_reused(tmp_path):
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    first = execute.new_run_dir("cpu", str(tmp_path), now)
+    assert first.endswith("cpu-20260102T030405Z")
+    with pytest.raises(FileExistsError, match="--resume"):
+        execute.new_run_dir("cpu", str(tmp_path), now)
+
+
+def test_provenance_reads_the_chapters_own_labels():
+    nb = {"cells": [{"outputs": [{"text": "step 230 ms, measured on cuda:0 (NVIDIA H200), 8 samples\n"}]},
+                    {"outputs": [{"data": {"text/plain": "'simulated with hardware profile 4xT4-pcie'"}}]}]}
+    assert execute.provenance(nb) == ("measured and simulated", ("cuda:0 (NVIDIA H200)",))
+    assert execute.provenance({"cells": []}) == ("none", ())
+
+
+@pytest.mark.timeout(600)
+def test_rerun_of_two_chapters_with_one_failing(tmp_path, monkeypatch, capsys):
+    """n_gpus=3 is not a power of two: the space chapter fails, the stragglers chapter still runs."""
+    monkeypatch.setenv("CI", "true")
+    pset = _set(tmp_path, "description: one chapter made to fail\n"
+                          "chapters:\n  book/galvatron/01_the_space: {n_gpus: 3}\n"
+                          "  book/stragglers/01_the_one_slow_gpu: {days: 1.0}\n")
+    runs = tmp_path / "runs"
+    rc = main(["--params", pset, "--chapters", "book/galvatron/01_the_space", "book/stragglers/01_the_one_slow_gpu",
+               "--runs-root", str(runs), "--no-progress"])
+    assert rc == 1
+    (run_dir,) = runs.iterdir()
+    assert run_dir.name.startswith("tiny-")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    status = {r["chapter"]: r["status"] for r in summary["chapters"]}
+    assert status == {"book/galvatron/01_the_space": "failed", "book/stragglers/01_the_one_slow_gpu": "ok"}
+    assert summary["failed"] == ["book/galvatron/01_the_space"] and summary["pending"] == []
+    ok = next(r for r in summary["chapters"] if r["status"] == "ok")
+    assert ok["provenance"] == "simulated" and ok["wall_s"] > 0
+    failed_nb = json.loads((run_dir / "book/galvatron/01_the_space.ipynb").read_text())
+    assert any(o.get("output_type") == "error" for c in failed_nb["cells"] for o in c.get("outputs", []))
+    assert (run_dir / "logs" / "stragglers__01_the_one_slow_gpu.log").stat().st_size > 0
+    saved = json.loads((run_dir / "params.json").read_text())
+    assert saved["parameters"]["book/stragglers/01_the_one_slow_gpu"] == {"days": 1.0}
+    out = capsys.readouterr().out
+    assert "failed" in out and "galvatron/01_the_space" in out
+
+    # resuming skips the chapter that is done and tries the failed one again
+    calls = []
+    monkeypatch.setattr(execute, "run_chapter", lambda c, p, d, **k: calls.append(c) or
+                        execute.ChapterResult(c, "ok", 0.1, "simulated"))
+    assert main(["--resume", str(run_dir), "--no-progress"]) == 0
+    assert calls == ["book/galvatron/01_the_space"]
+    assert json.loads((run_dir / "summary.json").read_text())["failed"] == []
+
+
+def _mini_book(root):
+    """A one-chapter book whose only code cell would fail if executed, with an output stored as if it ran."""
+    os.makedirs(root / "book" / "x")
+    shutil.copy(os.path.join(ROOT, "references.bib"), root / "references.bib")
+    (root / "_config.yml").write_text(
+        "title: t\nonly_build_toc_files: true\nexclude_patterns: [_build]\nexecute:\n"
+        "  execute_notebooks: force\n  raise_on_error: true\nbibtex_bibfiles: [references.bib]\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: intro\nparts:\n  - caption: P\n    chapters:\n"
+                                   "      - file: book/x/ch\n")
+    (root / "intro.md").write_text("# Intro\n")
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [{"cell_type": "markdown", "id": "a", "metadata": {}, "source": "# Chapter"},
+                    {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "raise RuntimeError('executed ' + 'again')"}]}
+    (root / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    return nb
+
+
+@pytest.mark.timeout(300)
+def test_book_from_builds_without_executing(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    nb = _mini_book(src)
+    run_dir = tmp_path / "run"
+    (run_dir / "book" / "x").mkdir(parents=True)
+    nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "from the GPU box 42\n"}]
+    nb["cells"][1]["execution_count"] = 1
+    (run_dir / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    run = {"set_name": "4gpu", "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc1234", "host": "h",
+           "python": "3", "torch": None, "devices": ["cuda:0 (NVIDIA H200)"]}
+    (run_dir / "params.json").write_text(json.dumps({"set": {"name": "4gpu", "description": "four"}, "run": run}))
+    (run_dir / "summary.json").write_text(json.dumps({"chapters": [{"chapter": "book/x/ch", "status": "ok"}],
+                                                      "pending": []}))
+    monkeypatch.setattr(params, "ROOT", str(src))
+    html = replay.book_from(str(run_dir), str(tmp_path / "out"), root=str(src), strict=False)
+    page = open(os.path.join(html, "book", "x", "ch.html"), encoding="utf-8").read()
+    assert "from the GPU box 42" in page and "executed again" not in page
+    assert "cuda:0 (NVIDIA H200)" in page and "abc1234" in page and "4gpu" in page
+
+
+def test_book_from_refuses_a_run_with_failures(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(
+        {"chapters": [{"chapter": "book/x/ch", "status": "failed"}], "pending": []}))
+    (tmp_path / "params.json").write_text(json.dumps({"set": {"name": "s"}, "run": {}}))
+    with pytest.raises(ValueError, match="book/x/ch.*--resume"):
+        replay.stage(str(tmp_path), str(tmp_path / "dest"))
