@@ -126,3 +126,20 @@ def test_colab_cell_clones_and_installs_on_colab(monkeypatch, tmp_path):
     exec(compile(COLAB_CELL, "colab-cell", "exec"), {})
     assert calls[0][:2] == ["git", "clone"] and "--branch" in calls[0]
     assert calls[-1][-3:] == ["install", "-q", "-e", "parallelism-rebuilt"][-3:]
+
+
+def test_one_repository_url_for_launch_buttons_colab_cell_and_readme():
+    import re
+
+    import yaml
+
+    from tools.notebook import COLAB_CELL, REPO_URL
+
+    with open(os.path.join(ROOT, "_config.yml"), encoding="utf-8") as f:
+        assert yaml.safe_load(f)["repository"]["url"].rstrip("/") == REPO_URL  # the launch buttons read this
+    assert COLAB_CELL.count(REPO_URL) == 2  # the tagged clone and the fallback
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    repo_links = set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", readme))
+    owner_links = {u for u in repo_links if u.split("/")[3] == REPO_URL.split("/")[3]}
+    assert owner_links == {REPO_URL}, f"README links to {sorted(owner_links)}; _config.yml says {REPO_URL}"

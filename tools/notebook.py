@@ -10,15 +10,28 @@ from __future__ import annotations
 
 import os
 
-REPO_URL = "https://github.com/parallelism-rebuilt/parallelism-rebuilt"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def repository_url(root: str = ROOT) -> str:
+    """The book's repository, from ``repository.url`` in ``_config.yml``: the one place it is set (the launch
+    buttons read it there too; the README's links and the chapters' Colab cells must agree, which a test checks)."""
+    import yaml
+
+    with open(os.path.join(root, "_config.yml"), encoding="utf-8") as f:
+        url = (yaml.safe_load(f).get("repository") or {}).get("url", "")
+    if not url.startswith("https://"):
+        raise ValueError(f"_config.yml: repository.url must be an https URL; got {url!r}")
+    return url.rstrip("/")
+
+
+REPO_URL = repository_url()
 
 
 def _book_version() -> str:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "_lib_init", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "__init__.py")
-    )
+    spec = importlib.util.spec_from_file_location("_lib_init", os.path.join(ROOT, "lib", "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.__version__
