@@ -133,6 +133,8 @@ def test_book_from_builds_without_executing(tmp_path, monkeypatch):
     nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "from the GPU box 42\n"}]
     nb["cells"][1]["execution_count"] = 1
     (run_dir / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    (run_dir / "runlogs" / "x" / "ch").mkdir(parents=True)
+    (run_dir / "runlogs" / "x" / "ch" / "run.jsonl").write_text('{"update": 0}\n')
     run = {"set_name": "4gpu", "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc1234", "host": "h",
            "python": "3", "torch": None, "devices": ["cuda:0 (NVIDIA H200)"]}
     (run_dir / "params.json").write_text(json.dumps({"set": {"name": "4gpu", "description": "four"}, "run": run}))
@@ -143,6 +145,11 @@ def test_book_from_builds_without_executing(tmp_path, monkeypatch):
     page = open(os.path.join(html, "book", "x", "ch.html"), encoding="utf-8").read()
     assert "from the GPU box 42" in page and "executed again" not in page
     assert "cuda:0 (NVIDIA H200)" in page and "abc1234" in page and "4gpu" in page
+    assert "ch_runlogs.zip" in page  # the run logs behind the page, offered for download
+    (zipped,) = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(html, "_downloads")) for f in fs]
+    import zipfile
+
+    assert zipfile.ZipFile(zipped).namelist() == ["run.jsonl"]
 
 
 def test_book_from_refuses_a_run_with_failures(tmp_path):

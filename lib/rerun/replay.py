@@ -20,14 +20,24 @@ _IGNORE = shutil.ignore_patterns(".git", ".venv", "_build", "runs", "__pycache__
                                  ".hypothesis")
 
 
-def note(run: dict, set_info: dict) -> str:
-    """The Markdown note shown under a replayed chapter's title."""
+def note(run: dict, set_info: dict, runlogs: str | None = None) -> str:
+    """The Markdown note shown under a replayed chapter's title (with a download of its run logs, if any)."""
     devices = ", ".join(run.get("devices") or ["cpu"])
     desc = f" ({set_info['description']})" if set_info.get("description") else ""
+    logs = f" The run logs behind its figures: {{download}}`{runlogs}`." if runlogs else ""
     return (":::{note}\n"
             f"This page shows a batch rerun: executed on {devices}, started {run['started_utc']} UTC, from commit "
             f"`{run['commit']}`, with the parameter set `{set_info['name']}`{desc}. Its numbers are as that run "
-            "printed them.\n:::")
+            f"printed them.{logs}\n:::")
+
+
+def _zip_runlogs(run_dir: str, chapter: str, dest_dir: str) -> str | None:
+    """Zip ``run_dir/runlogs/<part>/<name>/`` next to the staged chapter; return the zip's name, or None."""
+    logs = os.path.join(run_dir, "runlogs", chapter.removeprefix("book/"))
+    if not os.path.isdir(logs) or not any(files for _, _, files in os.walk(logs)):
+        return None
+    base = os.path.join(dest_dir, os.path.basename(chapter) + "_runlogs")
+    return os.path.basename(shutil.make_archive(base, "zip", logs))
 
 
 def _insert_after_title(nb: dict, text: str) -> None:
@@ -59,7 +69,8 @@ def stage(run_dir: str, dest: str, root: str = ROOT) -> list[str]:
         if os.path.exists(executed):
             with open(executed, encoding="utf-8") as f:
                 nb = json.load(f)
-            _insert_after_title(nb, note(params["run"], params["set"]))
+            runlogs = _zip_runlogs(run_dir, chapter, os.path.dirname(target))
+            _insert_after_title(nb, note(params["run"], params["set"], runlogs))
             taken.append(chapter)
         else:
             with open(target, encoding="utf-8") as f:
