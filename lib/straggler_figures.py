@@ -16,7 +16,7 @@ from lib.straggler import (FailureModel, StepModel, backup_count, checkpoint_sha
 from lib.straggler_sim import FailureGaps, RunResult, simulate_run
 from lib.viz import PALETTE, Frame, frames_figure, layout
 
-#: What the seed page printed (one seeded run, rounded), quoted to be shown next to our exact values.
+#: What the page printed (one seeded run, rounded), quoted to be shown next to our exact values.
 PAGE_EFFICIENCY = {(8, 0): 0.975, (16_384, 0): 0.71, (16_384, 328): 0.90, (8, 1): 0.87}
 PAGE_CLAIMS = {"eff_8": "97.5%", "wait_16k": "81%", "step_16k_s": "1.54 s", "eff_16k": "71%",
                "eff_16k_backups": "90%", "eff_8_backup": "87%", "mtbf_h": "3.1 h", "yd_min": "about 19 min (19.3)",
@@ -27,14 +27,22 @@ BACKUP_SHARES = (0.005, 0.01, 0.02, 0.05, 0.10)
 
 
 def _base(height: int, **kw) -> dict:
-    """House layout with room for a frame title above the legend."""
+    """The house layout (``lib.viz.layout``: legend right of the plot, house margins) plus ``kw`` (axes).
+
+    No title and no top margin here: ``frames_figure`` wraps every frame's title with ``viz.wrap_title`` and
+    grows the top margin to ``viz.title_margin`` of the longest one."""
     base = layout(go.Figure(), height=height).layout.to_plotly_json()
-    base.update(margin=dict(l=60, r=20, t=110, b=50), **kw)
+    base.update(**kw)
     return base
 
 
+def _count(n: int, word: str) -> str:
+    """``"1 failure"``, ``"3 failures"``: a count with a noun that agrees with it."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def _gpus(n: int, b: int) -> str:
-    return f"{n:,} GPUs" + (f" + {b:,} backups" if b else "")
+    return _count(n, "GPU") + (f" + {_count(b, 'backup')}" if b else "")
 
 
 # ----------------------------------------------------------------------------------------------- step view
@@ -82,10 +90,10 @@ def step_view_figure(sizes=STEP_VIEW_SIZES, backup_share: float = 0.02, seed: in
                                    line=dict(color=PALETTE["bad"], dash="dash")))
             bars.append(go.Scatter(x=line_x, y=[model.compute_s] * 2, mode="lines", name="compute without delay",
                                    line=dict(color=PALETTE["neutral"], dash="dot")))
-            title = (f"{_gpus(n, b)}: {d['shown']} shown, {d['n_slow']} slow; this step "
+            title = (f"{_gpus(n, b)}: {d['shown']:,} shown, {d['n_slow']:,} slow; this step "
                      f"{d['step_s']:.3f} s against an ideal {model.ideal_step_s:.2f} s")
             frames.append(Frame(label=_gpus(n, b), data=bars, title=title))
-    base = _base(480, barmode="overlay", xaxis=dict(title="GPU (a sample of the cluster)"),
+    base = _base(480, barmode="overlay", xaxis=dict(title="GPU (position in the sample shown)"),
                  yaxis=dict(title="compute time this step (s)", range=[0.98, 1.62]))
     return frames_figure(frames, "cluster", active=len(frames) - 1 if active is None else active, base_layout=base)
 
@@ -117,11 +125,12 @@ def efficiency_figure(n_gpus: int = 16_384, shares=BACKUP_SHARES, active_share: 
             go.Scatter(x=[k[0] for k, _ in page], y=[v for _, v in page], mode="markers", name="the page (quoted)",
                        marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=11, line_width=2)),
         ]
-        title = (f"{n_gpus:,} GPUs: {mine:.1%} plain, {mine_b:.1%} with {b:,} backups ({s:.1%}); "
+        title = (f"{_count(n_gpus, 'GPU')}: {mine:.1%} plain, {mine_b:.1%} with {_count(b, 'backup')} ({s:.1%}); "
                  f"exact expected values")
         frames.append(Frame(label=f"{s:.1%}", data=data, title=title))
-    base = _base(460, xaxis=dict(title="GPUs in the cluster", type="log"),
-                 yaxis=dict(title="step efficiency", tickformat=".0%", range=[0.6, 1.0]))
+    base = _base(460, xaxis=dict(title="GPUs in the cluster (log scale)", type="log"),
+                 yaxis=dict(title="step efficiency (% of the ideal step rate)", tickformat=".0%",
+                            range=[0.6, 1.0]))
     return frames_figure(frames, "backups", active=list(shares).index(active_share), base_layout=base)
 
 
@@ -177,14 +186,15 @@ def timeline_figure(n_gpus: int = 16_384, intervals_min=None, active_min: float 
                 go.Scatter(x=[round(h, 4) for _, h in ck], y=[d for d, _ in ck], mode="markers",
                            name="checkpoint written", marker=dict(symbol="line-ns", size=14, line=dict(
                                width=1.2, color=PALETTE["primary"])))]
-        title = (f"every {tau:.1f} min: {run.failures} failures; {run.lost_share:.1%} thrown away (with restarts); "
+        title = (f"every {tau:.1f} min: {_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away "
+                 f"(with restarts); "
                  f"{run.checkpoint_share:.1%} writing checkpoints; {run.kept_share:.1%} kept")
         frames.append(Frame(label=f"{tau:.1f} min", data=data, title=title))
     active = _nearest(intervals_min, active_min if active_min is not None else yd)
     n_days = math.ceil(days)
     base = _base(200 + 24 * n_days, barmode="overlay", bargap=0.25,
-                 xaxis=dict(title="hour of the day", range=[0, 24], dtick=3),
-                 yaxis=dict(title="day", range=[n_days + 0.5, 0.5], dtick=1))
+                 xaxis=dict(title="hour of the day (h)", range=[0, 24], dtick=3),
+                 yaxis=dict(title="day of the run", range=[n_days + 0.5, 0.5], dtick=1))
     return frames_figure(frames, "checkpoint interval", active=active, base_layout=base)
 
 
@@ -233,7 +243,7 @@ def interval_figure(n_gpus: int = 16_384, backup_share: float = 0.0, intervals_m
         frames.append(Frame(label=f"{tau:.1f} min", data=static + dots, title=title))
     active = _nearest(intervals_min, active_min if active_min is not None else yd)
     base = _base(460, xaxis=dict(title="checkpoint interval (min)", type="log"),
-                 yaxis=dict(title="share of time kept", tickformat=".0%", range=[0, 1]))
+                 yaxis=dict(title="time kept (% of the run)", tickformat=".0%", range=[0, 1]))
     return frames_figure(frames, "your interval", active=active, base_layout=base)
 
 

@@ -97,3 +97,33 @@ def test_chapter_notebook_keeps_its_oracles_and_opens_with_title_and_parameters(
     title, params = committed["cells"][1:3]  # after the Colab cell: the title, then the parameters
     assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# ")
     assert "parameters" in params["metadata"]["tags"]
+
+
+def test_figures_follow_the_house_layout_titles_wrap_and_fit_and_axes_have_titles():
+    from lib import viz
+
+    for fig in (step_view_figure(), efficiency_figure(), timeline_figure(), interval_figure()):
+        lg = fig.layout.legend
+        assert lg.x >= 1 and lg.xanchor == "left" and lg.orientation == "v"  # right of the plot, never on the title
+        titles = [f.layout.title.text for f in fig.frames if f.layout.title.text]
+        assert len(titles) == len(fig.frames)
+        assert all(len(line) <= viz.TITLE_CHARS for t in titles for line in t.split("<br>"))
+        longest = max(titles, key=lambda t: t.count("<br>"))
+        assert fig.layout.margin.t >= viz.title_margin(longest.replace("<br>", " "))
+        assert fig.layout.margin.t < viz.title_margin(longest.replace("<br>", " ")) + 30  # no empty band above
+        assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_axes_name_their_units():
+    assert "(s)" in step_view_figure().layout.yaxis.title.text
+    assert "%" in efficiency_figure().layout.yaxis.title.text
+    assert "(h)" in timeline_figure().layout.xaxis.title.text
+    assert "(min)" in interval_figure().layout.xaxis.title.text
+
+
+def test_frame_titles_agree_in_number():
+    small = step_view_figure(sizes=(8,), backup_share=0.02)
+    labels = [s.label for s in small.layout.sliders[0].steps]
+    assert labels == ["8 GPUs", "8 GPUs + 1 backup"]
+    fig = timeline_figure(n_gpus=8, intervals_min=[60.0], days=2)  # 8 GPUs fail about once in 260 days
+    assert "0 failures" in fig.frames[0].layout.title.text
