@@ -5,10 +5,12 @@ Used in: book/galvatron/01_the_space, 02_the_cost_model, 03_the_search.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..viz import PALETTE, SEQUENCE, Frame, frames_figure, layout
-from .cost import layer_memory_mb, layer_time_terms, overlap_ms, transition_s
+from ..viz import PALETTE, SEQUENCE, Frame, frames_figure, layout, title_margin
+from .cost import DUMMY_LAYERS, layer_memory_mb, layer_time_terms, overlap_ms, transition_s
 from .strategies import Strategy, count_formula, generate
 
 KIND_COLOUR = {"pp": PALETTE["accent"], "dp": PALETTE["primary"], "sdp": PALETTE["good"],
@@ -66,13 +68,17 @@ def counts_figure(gpus=(2, 4, 8, 16, 32, 64)):
     return layout(fig, "Strategies per layer: decision trees, before and after pruning", height=380)
 
 
-def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int):
-    """Memory and message volume of one layer under each pure parallelism (for the 'four ways' table)."""
+def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int, extra_overhead_ms: float = 0.0):
+    """Memory and message volume of one layer under each pure parallelism (for the 'four ways' table).
+
+    ``time_s`` is the cost model's total for the layer (``layer_time_s``, with the model's fixed per-iteration
+    overhead ``extra_overhead_ms`` when given, as the search uses it); ``overhead_ms`` is that overhead's share
+    of it in ms per layer (data-parallel shapes only)."""
     out = []
     shapes = [("DP", Strategy.from_shape(1, 1, n_gpus)), ("SDP", Strategy.from_shape(1, 1, n_gpus, sdp=True)),
               ("TP", Strategy.from_shape(1, n_gpus, 1)), ("PP", Strategy.from_shape(n_gpus, 1, 1))]
     for name, s in shapes:
-        t = layer_time_terms(layer, s, global_bsz, cluster, chunks if s.pp > 1 else 1)
+        t = layer_time_terms(layer, s, global_bsz, cluster, chunks if s.pp > 1 else 1, extra_overhead_ms)
         states = 4 * layer.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1)
         act = layer.act_mb(s.tp) * global_bsz / s.dp
         dp_mb = 2 * (s.dp - 1) / s.dp * layer.param_mb / s.tp
@@ -80,7 +86,9 @@ def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int):
                "TP": 2 * (s.tp - 1) / s.tp * global_bsz * layer.seq_len * layer.hidden * layer.tp_allreduces
                * layer.act_bytes / 2**20,
                "PP": 2 * global_bsz * layer.seq_len * layer.hidden * layer.act_bytes / 2**20 / n_gpus}[name]
-        out.append(dict(kind=name, strategy=s, states_mb=states, act_mb=act, comm_mb=msg, time_s=t["total_s"]))
+        overhead_ms = t["extra_overhead_ms"] * cluster.time_inflation / DUMMY_LAYERS
+        out.append(dict(kind=name, strategy=s, states_mb=states, act_mb=act, comm_mb=msg, time_s=t["total_s"],
+                        overhead_ms=overhead_ms))
     return out
 
 
@@ -145,6 +153,8 @@ def terms_figure(rows, title):
 
 
 def overlap_figure(bwd_ms: float = 100.0, kappas=(1.0, 1.3)):
+    """Backward compute C (fixed at ``bwd_ms``) overlapped with a gradient all-reduce G of growing length:
+    C + G without overlap, max(C, G) + (kappa - 1) min(C, G) with it (the notation of section 5.3)."""
     import plotly.graph_objects as go
 
     comm = np.linspace(0, 3 * bwd_ms, 121)
@@ -153,8 +163,35 @@ def overlap_figure(bwd_ms: float = 100.0, kappas=(1.0, 1.3)):
     for k, colour in zip(kappas, (PALETTE["good"], PALETTE["primary"], PALETTE["secondary"])):
         fig.add_scatter(x=comm, y=overlap_ms(comm, bwd_ms, k), name=f"overlap, slowdown {k:g}",
                         line=dict(color=colour))
-    fig.update_layout(xaxis_title="all-reduce alone, C (ms)", yaxis_title="backward + all-reduce (ms)")
-    return layout(fig, f"Backward (G = {bwd_ms:g} ms) overlapped with the gradient all-reduce", height=380)
+    fig.update_layout(xaxis_title="gradient all-reduce alone, G (ms)", yaxis_title="backward + all-reduce (ms)")
+    return layout(fig, f"Backward compute (C = {bwd_ms:g} ms) overlapped with the gradient all-reduce G",
+                  height=380)
+
+
+def overlap_gap_figure(codes, gap_pct, kappa: float = 1.3):
+    """Bars: how much the overlap slowdown ``kappa`` raises each strategy's estimate over kappa = 1 (%)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=list(codes), y=list(gap_pct), marker_color=PALETTE["secondary"]))
+    fig.update_layout(yaxis_title=f"slowdown {kappa:g} vs 1.0 (%)", xaxis_title="strategy",
+                      xaxis_tickangle=-45)
+    return layout(fig, "How much the overlap slowdown raises each estimate", height=400)
+
+
+def mem_time_figure(rows, title):
+    """One dot per strategy (``term_rows`` rows): memory per GPU for the layer against its time."""
+    import plotly.graph_objects as go
+
+    pp = [r for r in rows if r["strategy"].pp > 1]
+    flat = [r for r in rows if r["strategy"].pp == 1]
+    fig = go.Figure()
+    for group, name, colour in ((flat, "no pipeline", PALETTE["primary"]),
+                                (pp, "with pipeline (pp > 1)", PALETTE["accent"])):
+        fig.add_scatter(x=[r["mem_mb"] for r in group], y=[r["total_ms"] for r in group], mode="markers+text",
+                        text=[r["strategy"].code for r in group], textposition="top center", name=name,
+                        textfont=dict(size=10), marker=dict(size=9, color=colour))
+    fig.update_layout(xaxis_title="memory per GPU for this layer (MB)", yaxis_title="time per layer (ms)")
+    return layout(fig, title, height=440)
 
 
 def transition_figure(layer, strategies, global_bsz, cluster):
@@ -168,34 +205,89 @@ def transition_figure(layer, strategies, global_bsz, cluster):
     return layout(fig, f"Slice-Gather cost between neighbouring layers (global batch {global_bsz})", height=560)
 
 
-def dp_table_frames(fs, lo, codes, title):
-    """Slider over layers of the DP table f[v, s] (best time with at most v MB, last layer under s)."""
+def dp_table_full(time_s, mem_mb, trans_s, budget_mb: int) -> np.ndarray:
+    """The whole DP table for display: ``f[i, v, s]`` = least time (s) of layers 0..i using at most v MB,
+    v = 0..budget, with layer i under strategy s; inf where nothing fits.
+
+    Same recurrence as ``dynamic_program.dp_tables``, which computes only the memory levels a complete plan can
+    pass through (its windows); inside those windows the two agree (tests/test_galvatron_figures.py)."""
+    t, r = np.asarray(time_s, float), np.asarray(trans_s, float)
+    mem = np.ceil(np.asarray(mem_mb, float) - 1e-9).astype(np.int64)
+    L, S = t.shape
+    E = int(math.floor(budget_mb))
+    if E < 0:
+        raise ValueError(f"budget_mb must be >= 0; got {budget_mb!r}")
+    f = np.full((L, E + 1, S), np.inf)
+    for s in range(S):
+        f[0, mem[0, s]:, s] = t[0, s]
+    for i in range(1, L):
+        g = np.min(f[i - 1][:, :, None] + r[i][None, :, :], axis=1)   # g[u, s] = min_s' f[u, s'] + R(s', s)
+        for s in range(S):
+            if mem[i, s] <= E:
+                f[i, mem[i, s]:, s] = g[:E + 1 - mem[i, s], s] + t[i, s]
+    return f
+
+
+def dp_table_frames(table, codes, title, max_cols: int = 240):
+    """Slider over layers: the DP table filling up. Rows are (layer i, strategy s), columns memory levels v
+    (MB); frame k shows f for layers 0..k and leaves the later layers empty; the last frame marks the answer,
+    min_s f[L-1, E, s]. ``table`` is ``dp_table_full``'s array; columns are thinned to at most ``max_cols``
+    (always keeping v = E)."""
     import plotly.graph_objects as go
 
+    L, V, S = table.shape
+    E = V - 1
+    stride = max(1, math.ceil(V / max_cols))
+    cols = np.arange(E, -1, -stride)[::-1]
+    ms = np.where(np.isfinite(table), table * 1e3, np.nan)[:, cols, :]        # (L, cols, S) in ms
+    ylab = [f"layer {i}: {c}" for i in range(L) for c in codes]
+    finite = ms[np.isfinite(ms)]
+    zmin, zmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    best = int(np.nanargmin(np.where(np.isfinite(table[-1, E]), table[-1, E], np.nan))) \
+        if np.isfinite(table[-1, E]).any() else None
     frames = []
-    for i, f in enumerate(fs):
-        z = np.where(np.isfinite(f), f * 1e3, np.nan)
-        v = np.arange(lo[i], lo[i] + f.shape[0])
-        frames.append(Frame(label=f"layer {i}", data=[go.Heatmap(z=z.T, x=v, y=codes, colorscale="Viridis",
-                                                                  colorbar=dict(title="ms"))],
-                            title=f"{title}: after layer {i}"))
-    fig = frames_figure(frames, "layer", active=len(frames) - 1)
-    fig.update_layout(xaxis_title="memory allowed so far, v (MB)", yaxis_title="strategy of this layer")
-    return layout(fig, frames[-1].title, height=380)
+    for k in range(L):
+        z = np.full((L * S, len(cols)), np.nan)
+        for i in range(k + 1):
+            z[i * S:(i + 1) * S] = ms[i].T
+        hm = go.Heatmap(z=np.round(z, 3), x=cols, y=ylab, colorscale="Viridis", zmin=zmin, zmax=zmax,
+                        colorbar=dict(title="ms"), hoverongaps=False,
+                        hovertemplate="%{y}, v = %{x} MB: %{z:.2f} ms<extra></extra>")
+        last = k == L - 1 and best is not None
+        mark = go.Scatter(x=[E] if last else [], y=[ylab[(L - 1) * S + best]] if last else [],
+                          mode="markers", marker=dict(symbol="star", size=16, color=PALETTE["bad"],
+                                                      line=dict(color="white", width=1)),
+                          showlegend=False, hovertemplate="the answer: %{y} at v = E<extra></extra>")
+        what = f"layers 0 to {k} filled" if k < L - 1 else f"all {L} layers; the star marks the answer"
+        frames.append(Frame(label=f"layer {k}", data=[hm, mark], title=f"{title}: {what}"))
+    fig = frames_figure(frames, "after layer", active=L - 1)
+    fig.update_layout(xaxis_title="memory allowed so far, v (MB)", yaxis_title="layer: strategy",
+                      xaxis_range=[-stride / 2, E + stride / 2], yaxis_autorange="reversed")
+    fig = layout(fig, frames[-1].title, height=140 + 22 * L * S)
+    room = max(title_margin(f.title) for f in frames)
+    fig.update_layout(margin=dict(t=room))  # the longest frame title fits too
+    return fig
 
 
 def comparison_figure(table, models, budgets, systems):
     """Grouped bars: throughput per system, one panel per model, budgets on the x axis."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=len(models), subplot_titles=models, shared_yaxes=False)
+    cols = min(2, len(models))
+    rows = math.ceil(len(models) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=models, shared_yaxes=False,
+                        vertical_spacing=0.14 if rows > 1 else 0.0, horizontal_spacing=0.1)
     colours = {sysname: SEQUENCE[i % len(SEQUENCE)] for i, sysname in enumerate(systems)}
     for j, m in enumerate(models):
+        r, c = j // cols + 1, j % cols + 1
         for sysname in systems:
-            fig.add_bar(x=[f"{b} GB" for b in budgets], y=[table[(m, b, sysname)] for b in budgets], name=sysname,
-                        marker_color=colours[sysname], showlegend=(j == 0), row=1, col=j + 1)
-    fig.update_layout(barmode="group", yaxis_title="samples/s")
-    return layout(fig, "Estimated throughput: Galvatron against every baseline (0 = no plan fits)", height=430)
+            fig.add_bar(x=[f"{b:g} GB" for b in budgets], y=[table[(m, b, sysname)] for b in budgets],
+                        name=sysname, marker_color=colours[sysname], showlegend=(j == 0), row=r, col=c)
+        if c == 1:
+            fig.update_yaxes(title_text="samples/s", row=r, col=c)
+    fig.update_layout(barmode="group")
+    return layout(fig, "Estimated throughput: Galvatron against every baseline (0 = no plan fits)",
+                  height=300 * rows + 80)
 
 
 def plan_figure(plan, model, title):
