@@ -1,0 +1,64 @@
+"""lib.placement.figures: the figures of Part I, drawn from run logs and results."""
+
+import numpy as np
+
+from lib.gpt import gpt_graph, preset
+from lib.graph import colocate
+from lib.placement import figures as F
+from lib.placement.evaluate import Entry, HeadToHead
+from lib.placement.reinforce_run import RunResult
+from lib.placement.sim_env import SimPlacementEnv
+from lib.viz import title_margin
+
+
+def rec(u, step_s, oom, best):
+    return {"update": u, "step_s": list(step_s), "oom": list(oom), "mean_step_s": float(np.mean(step_s)),
+            "best_step_s": best, "identical": False, "entropy": 1.0, "placements": [[0, 1]] * len(step_s)}
+
+
+def run(records):
+    return RunResult(None, {}, tuple(records), (), None, False)
+
+
+def test_learning_curves_leave_the_oom_charge_out_and_show_its_share():
+    r = run([rec(0, [0.2, 10.0], [False, True], 0.2), rec(1, [10.0, 10.0], [True, True], 0.2),
+             rec(2, [0.18, 0.2], [False, False], 0.18)])
+    fig = F.learning_curves({"C": r}, title="t")
+    mean = next(t for t in fig.data if t.name == "C: sample mean")
+    assert mean.y[0] == 200.0 and np.isnan(mean.y[1]) and abs(mean.y[2] - 190.0) < 1e-9
+    assert fig.layout.yaxis.type != "log"  # linear, in ms
+    share = next(t for t in fig.data if t.name == "C: share out of memory")
+    assert list(share.y) == [0.5, 1.0, 0.0]
+    plain = F.learning_curves({"A": run([rec(0, [0.2, 0.3], [False, False], 0.2)])})
+    assert not any("out of memory" in (t.name or "") for t in plain.data)  # no panel without OOM
+
+
+def test_head_to_head_is_a_zoomed_dot_plot_with_oom_marked():
+    e = lambda side, label, role, xs, oom=False: Entry(side, label, (0, 0), role, tuple(xs), oom)
+    h = HeadToHead((e("rl", "top1", "pick", [0.220, 0.221, 0.222]),
+                    e("single_gpu", "single GPU 0", "pick", [10.0, 10.0], True),
+                    e("fixed", "2-stage pipeline", "fixed", [0.223, 0.224, 0.222])), (), 4, 8, 10, "src")
+    fig = F.head_to_head_figure(h, {"rl": 205.0}, title="A")
+    lo, hi = fig.layout.xaxis.range
+    assert 195 < lo < 205 and hi < 300  # zoomed: not from zero, not out to the 10 s charge
+    oom = next(t for t in fig.data if t.name == "out of memory")
+    assert list(oom.text) == ["out of memory"] and oom.x[0] < hi
+    assert all(t.type == "scatter" for t in fig.data)  # dots and whiskers, no bars
+    assert any(t.name == "the write-up (quoted)" for t in fig.data)
+    assert fig.layout.legend.x > 1  # the house layout: legend right of the plot
+
+
+def test_chapter_one_figures_draw():
+    g = gpt_graph(preset("ci"))
+    sim = SimPlacementEnv(g, "4xT4-pcie")
+    long_title = "A title that is long enough to wrap onto a second line in the house layout, surely it is"
+    fig = F.params_figure(g, long_title)
+    assert fig.layout.margin.t == title_margin(long_title)
+    assert F.groups_figure(g, colocate(g), "g").data[0].type == "heatmap"
+    shown = {"one": (0,) * g.n_nodes, "two": (0,) * (g.n_nodes - 2) + (1, 1)}
+    mem = F.memory_figure(sim, shown, 3.0, "cap", "m")
+    assert len(mem.data[0].x) == 3  # one bar per device used: 1 + 2
+    tl = F.timeline_figure(sim.trace(shown["two"]), "t")
+    assert {t.name for t in tl.data} >= {"forward", "backward", "copy"}
+    hist = F.random_placements_figure({"a": [200, 210], "b": [230, 240]}, {"q": 220}, "r")
+    assert len(hist.data) == 2

@@ -1,0 +1,175 @@
+"""lib.placement.report: the tables, numbers and verdict sentences of Part I's pages."""
+
+import math
+
+import numpy as np
+import pytest
+
+from lib.gpt import gpt_graph, preset
+from lib.placement import baselines
+from lib.placement import report as R
+from lib.placement.evaluate import Entry, HeadToHead, Selection
+from lib.placement.reinforce_run import RunResult
+from lib.placement.sim_env import SimPlacementEnv
+
+NAMES = ["embed"] + [f"block{b}.{p}" for b in range(2) for p in ("attn", "mlp")] + ["ln_f", "head", "loss"]
+
+
+def test_plural_and_words():
+    assert R.plural(1, "node") == "1 node"
+    assert R.plural(0, "node") == "0 nodes"
+    assert R.plural(2, "micro-batch", "micro-batches") == "2 micro-batches"
+    assert R.join_words([]) == "none" and R.join_words(["a"]) == "a"
+    assert R.join_words(["a", "b", "c"]) == "a, b and c"
+    assert R.devices_text([1, 0, 1]) == "GPUs 0 and 1" and R.devices_text([3]) == "GPU 3"
+    assert R.sci(4.0 ** 40) == "1.2 × 10²⁴" and R.sci(9.96) == "1.0 × 10¹"
+    assert R.ms(0.2301) == "230.1 ms" and R.ms(10.0, oom=True) == "out of memory"
+
+
+def test_table_html_escapes_and_checks_widths():
+    t = R.table(("a", "b"), [("<x>", 1)], caption="c & d")
+    html = t._repr_html_()
+    assert "&lt;x&gt;" in html and "<caption>c &amp; d</caption>" in html and html.count("<tr>") == 2
+    assert t.column("b") == ["1"]
+    assert "<x>" in repr(t)
+    with pytest.raises(ValueError, match="2 cells"):
+        R.table(("a", "b"), [("only one",)])
+
+
+def test_layout_of_and_its_sentences():
+    # embedding on 2 with one body node, the other body nodes and the head on 1
+    lay = R.layout_of([2, 2, 1, 1, 1, 1, 1, 1], NAMES)
+    assert (lay.embed, lay.head, lay.body_count) == (2, 1, ((1, 3), (2, 1)))
+    assert not lay.embed_apart and not lay.head_apart
+    assert lay.text() == ("the embedding on GPU 2 with 1 of the 4 body nodes, "
+                          "the head on GPU 1 with 3 of the 4 body nodes")
+    assert lay.claim().startswith("puts the embedding and the head on different GPUs (2 and 1)")
+    assert lay.claim().endswith("neither is kept off the body's GPUs entirely")
+    both = R.layout_of([3, 0, 0, 0, 0, 2, 2, 2], NAMES)
+    assert both.embed_apart and both.head_apart and both.claim().endswith("both also share no GPU with the body")
+    one = R.layout_of([3, 0, 0, 0, 0, 0, 0, 0], NAMES)
+    assert one.claim().endswith("the embedding also shares no GPU with the body")
+    same = R.layout_of([1, 0, 0, 0, 0, 1, 1, 1], NAMES)
+    assert "together on GPU 1" in same.claim() and same.text().startswith("the embedding and the head on GPU 1")
+    assert R.layout_of([0] * 8, NAMES).text() == "everything on GPU 0"
+
+
+def test_entry_names():
+    e = Entry("rl", "top4", (0,), "pick", (0.1,), False)
+    assert R.entry_name(e) == "the RL pick (top4)"
+    assert R.entry_name(Entry("fixed", "2-stage pipeline", (0,), "fixed", (0.1,), False)) == "2-stage pipeline"
+
+
+def run(records, env=None, cfg=None):
+    env = env or {"n_micro": 1, "mem_cap": None, "describe": "sim"}
+    cfg = cfg or {"baseline": "moving_average"}
+    return RunResult(None, {"env": env, "config": cfg}, tuple(records), ((( 0,) * 8, 0.2),), (0,) * 8, False)
+
+
+def rec(u, identical=False, oom=(False, False), mean=0.3):
+    return {"update": u, "identical": identical, "oom": list(oom), "mean_step_s": mean,
+            "placements": [[0, 0, 1], [0, 1, 1]], "step_s": [mean, mean]}
+
+
+def test_collapse_texts_and_settings():
+    a, b = run([rec(0), rec(1, True)]), run([rec(0), rec(1), rec(2, True)])
+    never = run([rec(0)])
+    assert R.collapse_update(a) == 1 and R.collapse_text(never) == "never"
+    assert R.compare_collapse(a, b) == "earlier than" and R.compare_collapse(b, a) == "later than"
+    assert R.compare_collapse(never, a) == "unlike" and R.compare_collapse(never, never) == "like"
+    c = run([rec(0)], env={"n_micro": 4, "mem_cap": 0.24}, cfg={"baseline": "leave_one_out"})
+    assert R.settings_text(c) == "4 micro-batches, memory cap 0.24, leave-one-out baseline"
+    assert R.settings_text(a) == "1 micro-batch, no memory cap, moving-average baseline"
+    np.testing.assert_allclose(R.same_as_previous(a), [0.5, 0.5])
+
+
+def test_oom_share():
+    r = run([rec(0, oom=(True, True)), rec(1, oom=(True, False)), rec(2)])
+    assert R.oom_share(r, first=1) == 1.0 and R.oom_share(r, last=2) == 0.25
+
+
+def h2h(rl_s, other_s, fav_round=None, single_round=(0.2, 0.2, 0.21, 0.2)):
+    rl = Entry("rl", "top1", (0, 0, 0, 1, 1, 1, 1, 1), "pick", tuple(rl_s), False)
+    gpu = Entry("single_gpu", "single GPU 0", (0,) * 8, "pick", tuple(other_s), False)
+    sel = [Selection("single_gpu", "single GPU 0", (0,) * 8, tuple(single_round), False)]
+    if fav_round is not None:
+        sel.append(Selection("rl", "favourite", (1,) * 8, tuple(fav_round), False))
+    return HeadToHead((rl, gpu), tuple(sel), 4, 8, 10, "sim (n_micro=4)")
+
+
+def test_explained_verdict_says_why_rl_loses():
+    lose = h2h([0.30, 0.31, 0.30], [0.20, 0.21, 0.20])
+    v = R.explained_verdict(lose, run([rec(0)]))
+    assert v.startswith("RL loses") and "200.0 ms" in v and "came near it" in v  # trained best 0.2 s
+    win = h2h([0.20, 0.21, 0.20], [0.30, 0.31, 0.30])
+    assert R.explained_verdict(win, run([rec(0)])).startswith("RL wins")
+
+
+def test_gap_table_names_each_evaluations_own_settings():
+    t = R.gap_table({"A": h2h([0.2] * 3, [0.3] * 3), "B": h2h([0.3] * 3, [0.2] * 3)})
+    assert t.column("timed on") == ["sim (n_micro=4)"] * 2
+    assert t.column("gap (positive: RL faster)") == ["+100.0 ms", "-100.0 ms"]
+
+
+def test_favourite_against_single_gpu():
+    h = h2h([0.2] * 3, [0.3] * 3, fav_round=(0.18, 0.181, 0.179, 0.18))
+    f = R.favourite_vs_single(h, (1,) * 8)
+    assert f.verdict() == "beats" and f.gap_s == pytest.approx(0.0225, abs=1e-6)
+    vals = R.favourite_values(f, NAMES, (1,) * 8)
+    assert vals["ch3_fav_lead"].startswith("Unlike the write-up") and vals["ch3_fav_ms"] == "180.0 ms"
+    slow = R.favourite_vs_single(h2h([0.2] * 3, [0.3] * 3, fav_round=(0.3, 0.31, 0.3, 0.3)), (1,) * 8)
+    assert slow.verdict() == "is slower than"
+    assert R.favourite_values(slow, NAMES, (1,) * 8)["ch3_fav_lead"].startswith("As in the write-up")
+    assert R.favourite_vs_single(h, (2,) * 8) is None and R.favourite_values(None, NAMES, None)["ch3_fav_ms"] == "n/a"
+
+
+def test_head_to_head_table_and_phase_values():
+    t = R.head_to_head_table(h2h([0.2] * 3, [0.3] * 3), NAMES)
+    assert t.column("entry") == ["top1", "single GPU 0"]  # fastest first
+    assert t.column("where it puts things")[1] == "everything on GPU 0"
+    assert R.phase_values(None)["ch3_opt_saves"] == "cannot be"
+
+
+def test_one_node_moves_find_the_logits_wall():
+    g = gpt_graph(preset("ci"))
+    env = SimPlacementEnv(g, "4xT4-pcie")
+    names = [n.name for n in g.nodes]
+    head, loss = names.index("head"), names.index("loss")
+    m = R.one_node_moves(env, (0,) * g.n_nodes, {"head alone": [head], "head + loss": [head, loss]})
+    assert m.jumps_s["head alone"] > m.jumps_s["head + loss"]  # moving the pair avoids the copy
+    assert m.best_s[head] > 0 and m.other == 1
+    assert all(m.best_s[names.index(n)] < 0 for n in m.helping(names))
+
+
+def test_cap_helpers_and_tables():
+    g = gpt_graph(preset("49m"))
+    hand = baselines.all_baselines(g, 4)
+    capped = SimPlacementEnv(g, "4xT4-pcie", mem_cap=0.24)
+    fits = R.cap_fits(hand, capped)
+    assert not fits["single GPU 0"] and fits["4-way layer split"]  # the write-up's facts of experiment C
+    t = R.cap_table(hand, capped)
+    assert t.column("placement") == list(hand) and "out of memory" in t.rows[0][1]
+    assert R.cap_two_gpu_text(hand, {k: False for k in hand}).startswith("As in the write-up")
+    two = [k for k, p in hand.items() if len(set(p)) == 2]
+    assert R.cap_two_gpu_text(hand, {two[0]: True}).startswith("Unlike")
+
+
+def test_report_card_rows_and_prose():
+    card = R.report_card(n_random=20)
+    assert len(card.rows) == 10 and all(len(r) == 3 for r in card.rows)
+    assert abs(card.values["single_ms"] - 230) < 0.2 * 230
+    vals = card.glue_values()
+    assert set(vals) == {"sim_single_ms", "calib", "card_close", "card_gain", "card_memory", "card_pipeline"}
+    assert vals["card_memory"].startswith("agree") == (card.values["c_single_oom"] and not card.values["c_four_oom"]
+                                                       and card.values["c_split_oom"])
+
+
+def test_best_of_many_flatters():
+    g = gpt_graph(preset("ci"))
+    r = R.best_of_many(g, "4xT4-pcie", "two GPUs", (0,) * (g.n_nodes // 2) + (1,) * (g.n_nodes - g.n_nodes // 2),
+                       200, seed=0)
+    curve = r.best_so_far_minus_truth_ms
+    assert np.all(np.diff(curve) <= 0) and r.flattery_ms == pytest.approx(-curve[-1])
+    assert r.flattery_ms > 0 and r.sd_ms > 0
+    t = R.best_of_many_table([r], "src")
+    assert t.rows[0][2].startswith("-")
