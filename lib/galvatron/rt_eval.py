@@ -155,11 +155,12 @@ def profile_search_run(cfg: ModelConfig, world_size: int, global_bsz: int, steps
 
 
 def format_rows(rows: list) -> str:
-    """A plain-text table of ``compare`` rows (times in ms)."""
-    head = f"{'plan':<10} {'layout':<34} {'measured':>9} {'est':>8} {'err':>7} {'est k=1':>8} {'err k=1':>8}"
+    """A plain-text table of ``compare`` rows (times in ms), at most 88 characters wide (the book's column)."""
+    head = f"{'plan':<10} {'layout':<32} {'measured':>9} {'est':>8} {'err':>7} {'est k=1':>8} {'err k=1':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name']:<10} {r['plan'][:34]:<34} {r['measured_s'] * 1e3:9.2f} {r['est_s'] * 1e3:8.2f} "
+        layout = r["plan"] if len(r["plan"]) <= 32 else r["plan"][:31] + "…"
+        lines.append(f"{r['name']:<10} {layout:<32} {r['measured_s'] * 1e3:9.2f} {r['est_s'] * 1e3:8.2f} "
                      f"{r['err']:+7.1%} {r['est_no_overlap_s'] * 1e3:8.2f} {r['err_no_overlap']:+8.1%}")
     lines.append(f"median |error|: {median_abs_error(rows):.1%} with the overlap slowdown, "
                  f"{median_abs_error(rows, 'err_no_overlap'):.1%} without")

@@ -37,7 +37,8 @@ def probe_fsdp2() -> bool:
             rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # renamed in 2.12
             rs(out, torch.ones(ws, device=dev))
             gathered = torch.empty(ws, device=dev)
-            dist.all_gather_into_tensor(gathered, out)
+            ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed too;
+            ag(gathered, out)  # the old name warns (FutureWarning) in every spawned rank
             _PROBED["ok"] = bool(gathered.sum().item() == ws * ws)
         except (ImportError, RuntimeError, NotImplementedError, AttributeError, ValueError):
             _PROBED["ok"] = False
