@@ -15,7 +15,7 @@ _CELL = "padding:0.2em 0.6em;text-align:{align};vertical-align:top"
 class HTMLTable:
     """``head`` (column names), ``rows`` (tuples of cells, shown with ``str``), an optional ``caption``.
 
-    ``nowrap`` lists the columns whose cells never break (numbers, plan labels); ``left`` the columns aligned
+    ``nowrap`` lists the columns whose cells (not headers) never break (numbers, plan labels); ``left`` the columns aligned
     left (the others, numbers, align right). The first column is left-aligned unless told otherwise.
     """
 
@@ -30,16 +30,16 @@ class HTMLTable:
         if bad:
             raise ValueError(f"every row needs {len(self.head)} cells like the head; rows {bad} do not")
 
-    def _style(self, i: int) -> str:
+    def _style(self, i: int, head: bool = False) -> str:
         s = _CELL.format(align="left" if i in self.left else "right")
-        return s + (";white-space:nowrap" if i in self.nowrap else "")
+        return s + (";white-space:nowrap" if i in self.nowrap and not head else "")  # headers may wrap
 
     def _repr_html_(self) -> str:
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
-        th = "".join(f'<th style="{self._style(i)}">{html.escape(str(c))}</th>' for i, c in enumerate(self.head))
+        th = "".join(f'<th style="{self._style(i, head=True)}">{html.escape(str(c))}</th>' for i, c in enumerate(self.head))
         body = "".join("<tr>" + "".join(f'<td style="{self._style(i)}">{html.escape(str(c))}</td>'
                                         for i, c in enumerate(r)) + "</tr>" for r in self.rows)
-        return f"<table>{cap}<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+        return f'<table style="font-size:0.9em">{cap}<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
     def __repr__(self) -> str:  # a plain-text view for terminals
         return "\n".join(" | ".join(map(str, r)) for r in (self.head, *self.rows))

@@ -15,3 +15,4 @@ def test_html_table_refuses_ragged_rows_and_aligns_numbers_right():
         HTMLTable(("a", "b"), (("x",),))
     h = HTMLTable(("a", "b"), (("x", "1"),), nowrap=(1,))._repr_html_()
     assert "text-align:left" in h and "text-align:right;vertical-align:top;white-space:nowrap" in h
+    assert h.count("nowrap") == 1  # the cell, not its header
