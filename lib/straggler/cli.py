@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from lib.straggler import FailureModel, backup_count, optimal_interval_min, step_efficiency, young_daly_min
-from lib.straggler_sim import five_ways
+from lib.straggler.model import FailureModel, backup_count, optimal_interval_min, step_efficiency, young_daly_min
+from lib.straggler.simulate import five_ways
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
           f"exact best {summary['best_interval_min']:.1f} min; step efficiency {summary['step_efficiency']:.1%} "
           f"({summary['step_efficiency_2pct_backups']:.1%} with {b:,} backups)\n")
     print(comparison.to_text())
-    print("\nSimulated with the straggler model of lib/straggler.py; (exp.) = exact expected value; "
+    print("\nSimulated with the straggler model of lib/straggler/model.py; (exp.) = exact expected value; "
           "goodput = kept x step efficiency.")
     return 0
 

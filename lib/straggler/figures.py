@@ -11,9 +11,9 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from lib.straggler import (FailureModel, StepModel, backup_count, checkpoint_shares, expected_step_s,
-                           max_of_exponentials, optimal_interval_min, p_wait, step_efficiency, young_daly_min)
-from lib.straggler_sim import FailureGaps, RunResult, simulate_run
+from lib.straggler.model import (FailureModel, StepModel, backup_count, checkpoint_shares, expected_step_s,
+                                 max_of_exponentials, optimal_interval_min, p_wait, step_efficiency, young_daly_min)
+from lib.straggler.simulate import FailureGaps, RunResult, simulate_run
 from lib.viz import PALETTE, Frame, frames_figure, layout
 
 #: What the seed page printed (one seeded run, rounded), quoted to be shown next to our exact values.

@@ -1,5 +1,5 @@
-"""The event simulation, the five ways to run the same two weeks, and the command line (lib/straggler_sim.py,
-lib/straggler_cli.py): hand-worked runs, invariants, and long runs against the renewal-reward expectations."""
+"""The event simulation, the five ways to run the same two weeks, and the command line (lib/straggler/simulate.py,
+lib/straggler/cli.py): hand-worked runs, invariants, and long runs against the renewal-reward expectations."""
 
 import json
 import math
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.straggler import FailureModel, checkpoint_shares, expected_failures, young_daly_min
-from lib.straggler_cli import main
-from lib.straggler_sim import Comparison, FailureGaps, RunResult, five_ways, sampled_step_efficiency, simulate_run
+from lib.straggler.model import FailureModel, checkpoint_shares, expected_failures, young_daly_min
+from lib.straggler.cli import main
+from lib.straggler.simulate import Comparison, FailureGaps, RunResult, five_ways, sampled_step_efficiency, simulate_run
 
 FM = FailureModel()
 M_BIG = FM.cluster_mtbf_min(16_384)
@@ -155,7 +155,7 @@ def test_five_ways_rejects_bad_input(kwargs):
                                           (dict(restart_min=-0.5), "restart_min"),
                                           (dict(run_min=float("inf")), "run_min")])
 def test_simulate_run_rejects_negative_costs_and_endless_runs(kwargs, name):
-    from lib.straggler_sim import FailureGaps, simulate_run
+    from lib.straggler.simulate import FailureGaps, simulate_run
 
     args = dict(interval_min=60.0, mtbf_min=180.0, gaps=FailureGaps(np.random.default_rng(0)), run_min=1000.0)
     args.update(kwargs)
@@ -164,7 +164,7 @@ def test_simulate_run_rejects_negative_costs_and_endless_runs(kwargs, name):
 
 
 def test_sampled_step_efficiency_agrees_with_exact():
-    from lib.straggler import step_efficiency
+    from lib.straggler.model import step_efficiency
     rng = np.random.default_rng(0)
     assert sampled_step_efficiency(16_384, 0, 100_000, rng) == pytest.approx(step_efficiency(16_384), abs=0.002)
     assert sampled_step_efficiency(16_384, 328, 50_000, rng) == pytest.approx(step_efficiency(16_384, 328),

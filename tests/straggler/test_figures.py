@@ -1,12 +1,12 @@
-"""The chapter's figures (lib/straggler_figures.py): the step view's sample, the day rows, frames and page size."""
+"""The chapter's figures (lib/straggler/figures.py): the step view's sample, the day rows, frames and page size."""
 
 import numpy as np
 import pytest
 
-from lib.straggler import FailureModel, StepModel
-from lib.straggler_figures import (day_rows, efficiency_figure, interval_choices, interval_figure, step_view_draw,
+from lib.straggler.model import FailureModel, StepModel
+from lib.straggler.figures import (day_rows, efficiency_figure, interval_choices, interval_figure, step_view_draw,
                                    step_view_figure, timeline_figure)
-from lib.straggler_sim import FailureGaps, simulate_run
+from lib.straggler.simulate import FailureGaps, simulate_run
 
 
 @pytest.mark.parametrize("n, b", [(8, 0), (8, 1), (16_384, 0), (16_384, 328), (1_000_000, 0)])
@@ -73,8 +73,8 @@ def test_interval_figure_starts_on_the_readers_setting():
 def test_all_chapter_frames_within_the_10_s_budget():
     import time
 
-    from lib import straggler
-    from lib.straggler_figures import chapter_figures
+    from lib.straggler import model as straggler
+    from lib.straggler.figures import chapter_figures
 
     straggler.expected_max_s.cache_clear()
     t = time.perf_counter()
@@ -88,9 +88,10 @@ def test_chapter_notebook_keeps_its_oracles_and_opens_with_title_and_parameters(
     import json
     import os
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from tests import ROOT
+
     path = "book/stragglers/01_the_one_slow_gpu.ipynb"
-    with open(os.path.join(root, path)) as f:
+    with open(os.path.join(ROOT, path)) as f:
         committed = json.load(f)
     oracles = [c for c in committed["cells"] if "keep_output" in c.get("metadata", {}).get("tags", [])]
     assert oracles and all(c["outputs"] for c in oracles), "run: python tools/refresh_oracles.py " + path

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from lib.straggler import (FailureModel, StepModel, _check, _check_gpus, _check_interval, backup_count,
-                           checkpoint_shares, expected_failures, sample_steps, step_efficiency, young_daly_min)
+from lib.straggler.model import (FailureModel, StepModel, _check, _check_gpus, _check_interval, backup_count,
+                                 checkpoint_shares, expected_failures, sample_steps, step_efficiency, young_daly_min)
 
 
 class FailureGaps:

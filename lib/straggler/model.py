@@ -4,8 +4,8 @@ A synchronous step ends when the last GPU has finished and all have synchronised
 becomes a constant tax; failures throw the run back to its last checkpoint. This module holds the model's
 parameters, the draws that sample a step at any cluster size in a few operations (the slowest of N is drawn from
 the distribution of the maximum), and the exact expectations (quadrature + renewal-reward). numpy only.
-The event simulation of a training run lives in ``lib/straggler_sim.py``, the figures in
-``lib/straggler_figures.py``; ``python -m lib.straggler`` prints the five-rows comparison (``lib/straggler_cli.py``).
+The event simulation of a training run lives in ``lib/straggler/simulate.py``, the figures in
+``lib/straggler/figures.py``; ``python -m lib.straggler`` prints the five-rows comparison (``lib/straggler/cli.py``).
 
 Sources: Meta, "The Llama 3 Herd of Models" (2024): 419 unexpected interruptions in 54 days on 16,384 GPUs;
 Chen et al., "Revisiting Distributed Synchronous SGD" (2016): backup workers; Young (1974) and Daly (2006): the
@@ -292,9 +292,3 @@ def optimal_interval_min(mtbf_min: float, checkpoint_min: float = 1.0) -> float:
     for _ in range(5):  # g(t) = ln(1 - t) + t + d, g'(t) = -t / (1 - t)
         t -= (math.log1p(-t) + t + d) / (-t / (1 - t))
     return mtbf_min * t
-
-
-if __name__ == "__main__":  # python -m lib.straggler
-    from lib.straggler_cli import main
-
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
-"""The step model and the exact expected values of lib/straggler.py, against the spec's numbers (specs/straggler.md
-§5-§7, §10), independent integrations, brute force and Monte Carlo."""
+"""The step model and the exact expected values of lib/straggler/model.py, against the spec's numbers
+(specs/straggler.md §5-§7, §10), independent integrations, brute force and Monte Carlo."""
 
 import math
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.straggler import (PER_GPU_MTBF_H, FailureModel, StepModel, backup_count, checkpoint_shares,
-                           expected_failures, expected_max_s, expected_segment_min, expected_step_s, harmonic,
-                           lambert_w0, max_of_exponentials, optimal_interval_min, p_wait, sample_steps,
-                           step_efficiency, young_daly_min)
+from lib.straggler.model import (PER_GPU_MTBF_H, FailureModel, StepModel, backup_count, checkpoint_shares,
+                                 expected_failures, expected_max_s, expected_segment_min, expected_step_s, harmonic,
+                                 lambert_w0, max_of_exponentials, optimal_interval_min, p_wait, sample_steps,
+                                 step_efficiency, young_daly_min)
 
 N_BIG, B_BIG = 16_384, 328
 FM = FailureModel()
