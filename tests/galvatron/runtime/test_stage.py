@@ -4,12 +4,12 @@ single-process loss and updated parameters; bad plans fail on every rank without
 import pytest
 import torch
 
-from lib.galvatron.grid import Layout, atoms_layout
-from lib.galvatron.launch import spawn_local
-from lib.galvatron.rt_model import ModelConfig, init_params, reference_step
-from lib.galvatron.rt_plan import LayerStrategy as L
-from lib.galvatron.rt_plan import RunPlan, from_galvatron_dict, from_search_plan, load_plan
-from lib.galvatron.tp import plan_transition
+from lib.galvatron.runtime.grid import Layout, atoms_layout
+from lib.galvatron.runtime.launch import spawn_local
+from lib.galvatron.runtime.model import ModelConfig, init_params, reference_step
+from lib.galvatron.runtime.plan import LayerStrategy as L
+from lib.galvatron.runtime.plan import RunPlan, from_galvatron_dict, from_search_plan, load_plan
+from lib.galvatron.runtime.tp import plan_transition
 
 TOL = 1e-5
 # What "auto" must pick here: FSDP2 whenever this torch has fully_shard and gloo can reduce-scatter (2.13 can).
@@ -106,7 +106,7 @@ def test_hand_written_sdp_fallback_matches_reference_too():
 
 
 def test_unknown_sdp_impl_is_refused():
-    from lib.galvatron.sdp import resolve_sdp_impl
+    from lib.galvatron.runtime.sdp import resolve_sdp_impl
 
     with pytest.raises(ValueError, match="sdp_impl must be one of"):
         resolve_sdp_impl("zero3")
@@ -119,7 +119,7 @@ def test_galvatron_json_and_search_plan_adapter():
     assert [s.tp for s in p.layers] == [2, 1] and p.layers[1].sdp and p.layers[1].dp == 2
     assert load_plan(p.to_dict()) == p
     assert from_galvatron_dict(dict(d, checkpoint="0,1"), 2).layers[1].ckpt
-    search = pytest.importorskip("lib.galvatron.search")
+    search = pytest.importorskip("lib.galvatron.search.engine")
     sp = search.Plan.from_dict(dict(d, world_size=2))
     assert from_search_plan(sp) == p
     with pytest.raises(ValueError, match="world size 2, but 4"):
@@ -153,7 +153,7 @@ def test_bad_plan_fails_on_every_rank(plan, model, match):
 @pytest.mark.timeout(150)
 def test_fsdp2_and_hand_written_sdp_train_alike_with_adam():
     """Adam is elementwise, so sharding must not change it: both SDP implementations give the same losses."""
-    from lib.galvatron.sdp import SDP_IMPLS
+    from lib.galvatron.runtime.sdp import SDP_IMPLS
 
     assert SDP_IMPLS == ("auto", "fsdp2", "manual")
     if FSDP2 is None:

@@ -2,7 +2,8 @@
 
 Three sources fill the same dataclasses: the constants published with the Galvatron artifact
 (``data/galvatron/*.json``, each with its source, loaded here); an analytic profile computed from a model's
-shape and a hardware profile of ``lib.hardware`` (``analytic.py``); and a measured profile (``profiler.py``).
+shape and a hardware profile of ``lib.hardware`` (``analytic.py``, which imports these dataclasses; this module
+imports nothing of it); and a measured profile (``runtime/profiler.py``).
 Units: MB = 2^20 bytes, ms.
 
 Used in: book/galvatron/02_the_cost_model.ipynb, 03_the_search.ipynb.
@@ -15,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 
-DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "data", "galvatron")
+DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "data", "galvatron")
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,3 @@ def published_cluster(n_gpus: int) -> ClusterProfile:
     c16 = load_cluster("rtx-titan-16")
     return load_cluster("rtx-titan-8").multi_node(n_gpus // 8, c16.inter_node_ms_per_mb,
                                                   name=f"rtx-titan-{n_gpus} (synthetic)")
-
-
-# The analytic profile lives in analytic.py; re-exported here, its home before the split. (analytic.py imports
-# this module's dataclasses, which are all defined above this line, so the cycle is safe.)
-from .analytic import SHAPES, TransformerShape, analytic_profile, shape_names  # noqa: E402,F401

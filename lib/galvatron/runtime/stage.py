@@ -8,7 +8,7 @@ back into the piece). Between layers whose strategies differ, activations go thr
 ``GroupPool`` built before the first step.
 
 SDP uses FSDP2's ``fully_shard`` where this torch and backend support it (``sdp_impl="auto"``), else a
-hand-written ZeRO-3 with the same result (``lib.galvatron.sdp``); the same code runs on gloo and NCCL.
+hand-written ZeRO-3 with the same result (``lib.galvatron.runtime.sdp``); the same code runs on gloo and NCCL.
 Used in: book/galvatron/04_from_plan_to_run.
 """
 
@@ -19,9 +19,9 @@ import torch.distributed as dist
 import torch.utils.checkpoint
 
 from .grid import GroupPool, Layout, RankGrid, atoms_layout
-from .rt_model import (BLOCK_PARAMS, ModelConfig, block_forward, embed_forward, head_loss_sum, init_params,
+from .model import (BLOCK_PARAMS, ModelConfig, block_forward, embed_forward, head_loss_sum, init_params,
                        make_batch, tp_shard)
-from .rt_plan import RunPlan
+from .plan import RunPlan
 from .sdp import make_shard, resolve_sdp_impl
 from .tp import transition
 

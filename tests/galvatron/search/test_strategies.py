@@ -1,10 +1,10 @@
-"""Tests for lib/galvatron/strategies.py: counts, the artifact's 22-strategy list, names, trees, baselines."""
+"""Tests for lib/galvatron/search/strategies.py: counts, the artifact's 22-strategy list, names, trees, baselines."""
 
 import itertools
 
 import pytest
 
-from lib.galvatron.strategies import (SPACES, Strategy, ascii_tree, count_formula, generate, restrict)
+from lib.galvatron.search.strategies import SPACES, Strategy, ascii_tree, count_formula, generate, restrict
 
 # The 22 strategies of the VLDB artifact for 8 GPUs, in its order (spec section 1.5): [pp, tp, dp, info].
 ARTIFACT_22 = [

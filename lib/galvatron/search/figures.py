@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..viz import PALETTE, SEQUENCE, Frame, frames_figure, layout
+from lib.viz import PALETTE, SEQUENCE, Frame, frames_figure, layout
 from .cost import layer_memory_mb, layer_time_terms, overlap_ms, transition_s
 from .strategies import Strategy, count_formula, generate
 

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from lib.galvatron.profiler import measure_layer, profile_machine, saved_bytes, write_profile
-from lib.galvatron.rt_model import ModelConfig
+from lib.galvatron.runtime.profiler import measure_layer, profile_machine, saved_bytes, write_profile
+from lib.galvatron.runtime.model import ModelConfig
 
 
 def test_saved_bytes_counts_what_autograd_keeps():
@@ -31,8 +31,8 @@ def test_layer_sizes_are_exact_and_tp_shrinks_activations():
 
 @pytest.mark.timeout(120)
 def test_measured_profile_round_trips_into_the_search(tmp_path, monkeypatch):
-    from lib.galvatron.profiles import ClusterProfile, ModelProfile
-    from lib.galvatron.search import search
+    from lib.galvatron.search.profiles import ClusterProfile, ModelProfile
+    from lib.galvatron.search.engine import search
 
     cfg = ModelConfig(d_model=32, n_layer=2, seq_len=16)
     model, cluster, raw = profile_machine(cfg, 2, 8, reps=3)
@@ -43,7 +43,7 @@ def test_measured_profile_round_trips_into_the_search(tmp_path, monkeypatch):
     c2 = ClusterProfile.from_dict(json.load(open(paths[1])))
     assert m2 == model and c2 == cluster
     # and by name, the way the search's callers find profiles in data/galvatron
-    from lib.galvatron import profiles
+    from lib.galvatron.search import profiles
 
     monkeypatch.setattr(profiles, "DATA_DIR", str(tmp_path))
     assert profiles.load_model(model.name) == model and profiles.load_cluster(cluster.name) == cluster

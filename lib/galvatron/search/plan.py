@@ -2,7 +2,7 @@
 
 The fields are those of the published Galvatron plan (spec section 3.5: ``pp_deg``, ``tp_sizes_enc``,
 ``tp_consecutive_flags``, ``dp_types_enc``, ``global_bsz``, ``chunks``) plus Galvatron-2's ``checkpoint`` and
-``pp_division``, the GPU count and our estimates. ``cost.py`` estimates a plan; ``rt_plan.py`` runs it.
+``pp_division``, the GPU count and our estimates. ``cost.py`` estimates a plan; ``runtime/plan.py`` runs it.
 
 Used in: book/galvatron/03_the_search.ipynb, 04_from_plan_to_run.ipynb.
 """

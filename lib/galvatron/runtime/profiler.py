@@ -9,8 +9,8 @@
 * point-to-point ms per MB between pipeline neighbours;
 * the overlap slowdown: backward compute and a gradient all-reduce, each timed alone and then together.
 
-The result is a ``ModelProfile`` and a ``ClusterProfile`` (``lib.galvatron.profiles``) written as JSON, so
-``search.py`` reads a measured profile exactly like a published one (spec §6: no pasted constants).
+The result is a ``ModelProfile`` and a ``ClusterProfile`` (``lib.galvatron.search.profiles``) written as JSON, so
+the search reads a measured profile exactly like a published one (spec §6: no pasted constants).
 Used in: book/galvatron/04_from_plan_to_run.
 """
 
@@ -25,7 +25,8 @@ import torch
 from lib import atomic
 
 from .grid import GroupPool, Layout, RankGrid
-from .rt_model import ModelConfig, block_forward, embed_forward, head_loss_sum, init_params, tp_shard
+from .model import ModelConfig, block_forward, embed_forward, head_loss_sum, init_params, tp_shard
+from .processes import spawn_ranks
 
 
 def _sync_cuda(stream_only: bool = False) -> None:
@@ -130,7 +131,7 @@ def _time_allreduce(t: torch.Tensor, group, reps: int, work=None) -> float:
 
 
 def comm_measurements(job: dict, rank: int, world: int) -> dict:
-    """Run on every rank (``spawn_local`` job ``{"kind": "comm"}``): all-reduce coefficients for every
+    """Run on every rank (``profile_machine`` spawns it): all-reduce coefficients for every
     group shape, P2P between stage neighbours, and the overlap slowdown. Returns the same dict on rank 0."""
     import torch.distributed as dist
 
@@ -255,18 +256,17 @@ def profile_machine(cfg: ModelConfig, world_size: int, global_bsz: int, name: st
                     device_label: str | None = None, reps: int = 10, timeout_s: float = 120.0,
                     device: str = "cpu", backend: str = "gloo") -> tuple:
     """Measure everything; returns (``ModelProfile``, ``ClusterProfile``, raw measurements dict)."""
-    from .launch import spawn_local
-    from .profiles import ClusterProfile, LayerProfile, ModelProfile
+    from ..search.profiles import ClusterProfile, LayerProfile, ModelProfile
 
     param_mb = cfg.block_param_count() * 4 / 2 ** 20
-    comm = spawn_local({"kind": "comm", "model": cfg.to_dict(), "msg_mb": param_mb,
-                        "p2p_numel": max(1, global_bsz // world_size) * cfg.seq_len * cfg.d_model,
-                        "overlap_mb": param_mb, "batch": max(1, global_bsz // world_size), "reps": reps,
-                        "device": device, "backend": backend},
-                       world_size, timeout_s)[0]
+    job = {"model": cfg.to_dict(), "msg_mb": param_mb,
+           "p2p_numel": max(1, global_bsz // world_size) * cfg.seq_len * cfg.d_model,
+           "overlap_mb": param_mb, "batch": max(1, global_bsz // world_size), "reps": reps,
+           "device": device, "backend": backend}
+    comm = spawn_ranks(comm_measurements, job, world_size, timeout_s)[0]
     lay = comm["layer"]
     device_label = device_label or f"{device}/{backend}"
-    src = f"measured by lib.galvatron.profiler on {device_label}, {world_size} ranks, model {cfg.to_dict()}"
+    src = f"measured by lib.galvatron.runtime.profiler on {device_label}, {world_size} ranks, model {cfg.to_dict()}"
     acts = {int(k): float(v) for k, v in lay["act_mb_per_sample"].items()}  # JSON made the keys strings
     layer = LayerProfile(name="block", param_mb=lay["param_mb"], act_mb_per_sample=acts,
                          fwd_ms_per_sample=lay["fwd_ms_per_sample"], seq_len=cfg.seq_len, hidden=cfg.d_model,

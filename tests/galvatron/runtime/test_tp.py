@@ -5,8 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.galvatron.grid import all_layouts, atoms_layout
-from lib.galvatron.tp import plan_transition
+from lib.galvatron.runtime.grid import all_layouts, atoms_layout
+from lib.galvatron.runtime.tp import plan_transition
 
 
 def _simulate(src, dst, S, atom=2):

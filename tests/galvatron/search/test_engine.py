@@ -1,4 +1,4 @@
-"""Tests for lib/galvatron/search.py: DP exactness (brute force), baselines never better, bad input, Plan."""
+"""Tests for lib/galvatron/search/engine.py: DP exactness (brute force), baselines never better, bad input, Plan."""
 
 import dataclasses
 import json
@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lib.galvatron.profiles import load_model, published_cluster
-from lib.galvatron.search import (Plan, brute_force, dp_solve, evaluate_plan, greedy_division, search, viterbi)
-from lib.galvatron.strategies import SPACES
+from lib.galvatron.search.profiles import load_model, published_cluster
+from lib.galvatron.search.plan import Plan
+from lib.galvatron.search.dynamic_program import brute_force, dp_solve, viterbi
+from lib.galvatron.search.engine import evaluate_plan, greedy_division, search
+from lib.galvatron.search.strategies import SPACES
 
 C8 = published_cluster(8)
 

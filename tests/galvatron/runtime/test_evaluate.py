@@ -11,8 +11,8 @@ stays at the issue's 25 % because single attempts have reached 30 %.
 
 import pytest
 
-from lib.galvatron.rt_eval import format_rows, median_abs_error, profile_search_run
-from lib.galvatron.rt_model import ModelConfig
+from lib.galvatron.runtime.evaluate import format_rows, median_abs_error, profile_search_run
+from lib.galvatron.runtime.model import ModelConfig
 
 MAX_MEDIAN_ABS_ERROR = 0.25
 MAX_DRIFT = 1.3

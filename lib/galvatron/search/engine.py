@@ -185,7 +185,7 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     n = cluster.n_gpus
     check_power_of_two(n)
     if not isinstance(model, ModelProfile) or not isinstance(cluster, ClusterProfile):
-        raise ValueError("search needs a ModelProfile and a ClusterProfile (see lib.galvatron.profiles)")
+        raise ValueError("search needs a ModelProfile and a ClusterProfile (see lib.galvatron.search.profiles)")
     if not (isinstance(budget_gb, (int, float)) and 0 < budget_gb < math.inf):
         raise ValueError(f"budget_gb must be a finite number > 0; got {budget_gb!r}")
     if chunks is not None and (int(chunks) != chunks or chunks < 1):

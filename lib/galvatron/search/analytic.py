@@ -92,7 +92,7 @@ def analytic_profile(shape, hardware, dtype: str | None = None, overlap_coe: flo
     (ring all-reduce); on a shared bus every GPU's traffic shares it. Used in: 03_the_search ("your model on
     your hardware").
     """
-    from .. import hardware as hwlib
+    from lib import hardware as hwlib
 
     if isinstance(shape, str):
         if shape not in SHAPES:

@@ -159,7 +159,7 @@ def from_galvatron_dict(d: dict, world_size: int | None = None) -> RunPlan:
 
 
 def from_search_plan(plan, world_size: int | None = None) -> RunPlan:
-    """Adapter from ``lib.galvatron.search.Plan`` (or anything with its ``to_dict``) to a ``RunPlan``."""
+    """Adapter from ``lib.galvatron.search.engine.Plan`` (or anything with its ``to_dict``) to a ``RunPlan``."""
     d = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     return from_galvatron_dict(d, world_size)
 

@@ -1,9 +1,11 @@
-"""Start ranks: local CPU ranks with gloo (``spawn_local``), or one rank under ``torchrun`` (``run_rank``).
+"""Start ranks and their process group, whatever they run: local ranks (``spawn_ranks``) or this rank under
+``torchrun`` (``torchrun_rank``). What a rank does is a function ``run(job, rank, world_size) -> dict`` passed in
+(``jobs.run_job`` for plans, the profiler's ``comm_measurements``), so this module imports neither.
 
-``spawn_local`` starts ``world_size`` processes with the ``spawn`` method on 127.0.0.1 and a free port, waits
+``spawn_ranks`` starts ``world_size`` processes with the ``spawn`` method on 127.0.0.1 and a free port, waits
 for all of them up to a deadline, kills any that are left, checks every exit code, and returns each rank's
 result dict. A rank that fails writes its error; the caller gets a ``RuntimeError`` (or the ranks' common
-``ValueError`` for a bad plan) naming it. Used in: book/galvatron/04_from_plan_to_run.
+``ValueError`` for a bad plan) naming it. Used in: book/galvatron/04_from_plan_to_run (through ``launch``).
 """
 
 from __future__ import annotations
@@ -37,17 +39,6 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_job(job: dict, rank: int, world_size: int) -> dict:
-    """What one rank does once its process group exists; dispatched on ``job["kind"]``."""
-    from . import rt_jobs
-
-    kinds = {"train": rt_jobs.train_job, "check": rt_jobs.check_job, "comm": rt_jobs.comm_job,
-             "fail_rank": rt_jobs.fail_rank_job}
-    if job.get("kind") not in kinds:
-        raise ValueError(f"job kind must be one of {sorted(kinds)}; got {job.get('kind')!r}")
-    return kinds[job["kind"]](job, rank, world_size)
-
-
 def _init(rank: int, world_size: int, backend: str, timeout_s: float, device: str):
     import torch
     import torch.distributed as dist
@@ -59,17 +50,16 @@ def _init(rank: int, world_size: int, backend: str, timeout_s: float, device: st
                             timeout=datetime.timedelta(seconds=timeout_s))
 
 
-def _entry(rank: int, world_size: int, port: int, job: dict, outdir: str) -> None:
+def _entry(rank: int, world_size: int, port: int, job: dict, outdir: str, run, precheck) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
     import torch.distributed as dist
 
     try:
-        from .rt_jobs import precheck
-
-        precheck(job, world_size)  # a bad plan fails here, on every rank, before anyone waits on a peer
+        if precheck is not None:
+            precheck(job, world_size)  # a bad plan fails here, on every rank, before anyone waits on a peer
         _init(rank, world_size, job.get("backend", "gloo"), job.get("timeout_s", 60), job.get("device", "cpu"))
-        result = run_job(job, rank, world_size)
+        result = run(job, rank, world_size)
         result.setdefault("peak_rss_bytes", peak_rss_bytes())
         _write_json(os.path.join(outdir, f"rank{rank}.json"), result)
     except BaseException as e:  # report, then exit non-zero
@@ -81,15 +71,18 @@ def _entry(rank: int, world_size: int, port: int, job: dict, outdir: str) -> Non
             dist.destroy_process_group()
 
 
-def spawn_local(job: dict, world_size: int, timeout_s: float = 120.0) -> list[dict]:
-    """Run ``job`` on ``world_size`` local ranks (gloo, 127.0.0.1); every rank's result, in rank order."""
+def spawn_ranks(run, job: dict, world_size: int, timeout_s: float = 120.0, precheck=None) -> list[dict]:
+    """``run(job, rank, world_size)`` on ``world_size`` local ranks (gloo, 127.0.0.1) once each has joined the
+    process group; every rank's result, in rank order. ``precheck(job, world_size)``, when given, runs first on
+    every rank. Both must be module-level functions (the ``spawn`` method pickles them by name)."""
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1; got {world_size}")
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="galvatron_rt_") as outdir:
         job = dict(job, timeout_s=min(float(job.get("timeout_s", timeout_s)), timeout_s))
         port = free_port()
-        procs = [ctx.Process(target=_entry, args=(r, world_size, port, job, outdir), daemon=True)
+        procs = [ctx.Process(target=_entry, args=(r, world_size, port, job, outdir, run, precheck),
+                             daemon=True)
                  for r in range(world_size)]
         for p in procs:
             p.start()
@@ -123,20 +116,20 @@ def spawn_local(job: dict, world_size: int, timeout_s: float = 120.0) -> list[di
         return out
 
 
-def run_rank(job: dict, gather: bool = False):
-    """One rank under ``torchrun`` (reads RANK, WORLD_SIZE, MASTER_ADDR/PORT from the environment).
+def torchrun_rank(run, job: dict, gather: bool = False, precheck=None):
+    """``run(job, rank, world_size)`` on this rank under ``torchrun`` (reads RANK, WORLD_SIZE, MASTER_ADDR/PORT
+    from the environment), after ``precheck(job, world_size)`` when given.
 
     With ``gather``, every rank returns the list of all ranks' results (collected before shutdown)."""
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    from .rt_jobs import precheck
-
-    precheck(job, world)
+    if precheck is not None:
+        precheck(job, world)
     backend = job.get("backend") or "gloo"
     _init(rank, world, backend, job.get("timeout_s", 300), job.get("device", "cpu"))
     try:
-        result = run_job(job, rank, world)
+        result = run(job, rank, world)
         result.setdefault("peak_rss_bytes", peak_rss_bytes())
         if not gather:
             return result

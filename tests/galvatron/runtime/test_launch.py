@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from lib.galvatron.launch import free_port, spawn_local
+from lib.galvatron.runtime.launch import spawn_local
+from lib.galvatron.runtime.processes import free_port
+from tests import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 

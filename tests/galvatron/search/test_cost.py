@@ -1,4 +1,4 @@
-"""Tests for lib/galvatron/cost.py: every term against hand computation from the spec's formulas."""
+"""Tests for lib/galvatron/search/cost.py: every term against hand computation from the spec's formulas."""
 
 import math
 
@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lib.galvatron.cost import (TIE_BREAK_S, cost_tables, default_chunks, layer_memory_mb, layer_time_s,
-                                layer_time_terms, other_memory_mb, overlap_ms, overlap_ms_stepwise,
-                                transition_s)
-from lib.galvatron.profiles import load_model, published_cluster
-from lib.galvatron.strategies import Strategy, generate
+from lib.galvatron.search.cost import (TIE_BREAK_S, cost_tables, default_chunks, layer_memory_mb, layer_time_s,
+                                       layer_time_terms, other_memory_mb, overlap_ms, overlap_ms_stepwise, transition_s)
+from lib.galvatron.search.profiles import load_model, published_cluster
+from lib.galvatron.search.strategies import Strategy, generate
 
 BERT = load_model("bert-huge-32")
 LAYER = BERT.layer_types[0]
@@ -122,7 +121,7 @@ def test_rejects_unpruned_and_wrong_size():
 
 def test_tp_and_p2p_messages_use_the_activation_dtype():
     # TP all-reduces and pipeline sends carry activations: 2 bytes each under bf16, not the artifact's fp32 4.
-    from lib.galvatron.profiles import analytic_profile
+    from lib.galvatron.search.analytic import analytic_profile
 
     m32, c32 = analytic_profile("gpt2-xl", "8xH100-nvlink", dtype="fp32")
     m16, c16 = analytic_profile("gpt2-xl", "8xH100-nvlink", dtype="bf16")

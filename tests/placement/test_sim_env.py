@@ -12,6 +12,7 @@ from lib.placement import baselines
 from lib.placement.env import OOM_PENALTY_S, TIMED_STEPS, PlacementEnv
 from lib.placement.sim_env import (ADAMW_BYTES_PER_PARAM, ALLOC_OVERHEAD, NodeProfile, NoiseModel,
                                    SimPlacementEnv, calibrate_flops_efficiency)
+from tests import ROOT
 
 SEED_SINGLE_T4_S = 0.230  # quoted from the seed: the everything-on-one-GPU step of the 49m GPT
 
@@ -370,7 +371,7 @@ def test_simulator_speed_bound_with_margin():
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "bench_sim_env.py")
+    path = os.path.join(ROOT, "benchmarks", "bench_sim_env.py")
     spec = importlib.util.spec_from_file_location("bench_sim_env", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -387,7 +388,7 @@ def _gpu_check():
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "gpu_check.py")
+    path = os.path.join(ROOT, "benchmarks", "gpu_check.py")
     spec = importlib.util.spec_from_file_location("gpu_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -399,9 +400,8 @@ def test_gpu_check_exits_cleanly_without_cuda(tmp_path):
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "gpu_check.py"), "--out", str(tmp_path)],
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_check.py"), "--out", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "no CUDA device" in r.stdout

@@ -12,8 +12,8 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from .launch import spawn_local
-from .rt_model import ModelConfig
-from .rt_plan import RunPlan, from_search_plan
+from .model import ModelConfig
+from .plan import RunPlan, from_search_plan
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ BASELINES = ("dp", "sdp", "tp", "pp")
 
 def candidate_plans(model, cluster, global_bsz: int, budget_gb: float = 64.0) -> dict:
     """The searched plan ("galvatron") and the uniform baselines, all at ``global_bsz``: name -> Plan."""
-    from .search import search
+    from ..search.engine import search
 
     out = {}
     for space in ("full",) + BASELINES:
@@ -85,7 +85,7 @@ def candidate_plans(model, cluster, global_bsz: int, budget_gb: float = 64.0) ->
 
 def estimate(plan, model, cluster, overlap: bool = True) -> dict:
     """The cost model's iteration seconds and peak MB for ``plan``; ``overlap=False`` sets kappa = 1."""
-    from .search import evaluate_plan
+    from ..search.engine import evaluate_plan
 
     return evaluate_plan(plan, model, cluster if overlap else cluster.with_overlap(1.0))
 

@@ -1,5 +1,5 @@
-"""What a rank does: train a plan and time it, check it against the single-process reference, or time
-collectives for the profiler. A job is a plain dict so it crosses process boundaries and ``torchrun``.
+"""What a rank does with a plan: train it and time it, or check it against the single-process reference. A job
+is a plain dict so it crosses process boundaries and ``torchrun``; ``run_job`` dispatches on its ``"kind"``.
 
 Used in: book/galvatron/04_from_plan_to_run.
 """
@@ -10,8 +10,10 @@ import gc
 import statistics
 
 import torch
-from .rt_model import ModelConfig, init_params, reference_step, tp_shard
-from .rt_plan import load_plan
+
+from .model import ModelConfig, init_params, reference_step, tp_shard
+from .plan import load_plan
+from .processes import peak_rss_bytes
 
 
 def precheck(job: dict, world_size: int) -> None:
@@ -42,7 +44,7 @@ def _pools(job: dict, world_size: int, rank: int) -> dict:
 
 
 def _runner(job: dict, rank: int, world_size: int, plan_dict, pools: dict):
-    from .runtime import StageRunner
+    from .stage import StageRunner
 
     cfg = ModelConfig.from_dict(job["model"])
     plan = load_plan(plan_dict, world_size)
@@ -52,8 +54,6 @@ def _runner(job: dict, rank: int, world_size: int, plan_dict, pools: dict):
 
 
 def _peak_mem(dev: str, base_cuda: int = 0) -> dict:
-    from .launch import peak_rss_bytes
-
     out = {"peak_rss_bytes": peak_rss_bytes()}
     if dev.startswith("cuda"):  # this plan's own peak: what was allocated before it was built is subtracted
         out["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated()) - base_cuda
@@ -75,7 +75,6 @@ def _free_previous_plan(cuda: bool) -> int:
 def train_job(job: dict, rank: int, world_size: int) -> dict:
     """For each plan (``job["plans"]`` or ``job["plan"]``): time ``steps`` iterations after ``warmup``.
     Per plan: this rank's iteration seconds, median, losses and peak memory (RSS on CPU, allocator on CUDA)."""
-    from .launch import peak_rss_bytes
     from .pipeline import timed_steps
 
     plans = job.get("plans") or [job["plan"]]
@@ -153,11 +152,12 @@ def fail_rank_job(job: dict, rank: int, world_size: int) -> dict:
     return {"rank": rank}
 
 
-def comm_job(job: dict, rank: int, world_size: int) -> dict:
-    """Profiler measurements that need several ranks (see ``profiler.measure_comm``)."""
-    from .profiler import comm_measurements
+def run_job(job: dict, rank: int, world_size: int) -> dict:
+    """What one rank does once its process group exists; dispatched on ``job["kind"]``."""
+    kinds = {"train": train_job, "check": check_job, "fail_rank": fail_rank_job}
+    if job.get("kind") not in kinds:
+        raise ValueError(f"job kind must be one of {sorted(kinds)}; got {job.get('kind')!r}")
+    return kinds[job["kind"]](job, rank, world_size)
 
-    return comm_measurements(job, rank, world_size)
 
-
-__all__ = ["precheck", "train_job", "check_job", "comm_job", "fail_rank_job"]
+__all__ = ["precheck", "run_job", "train_job", "check_job", "fail_rank_job"]
