@@ -270,7 +270,7 @@ def test_a_gpu_check_report_feeds_the_simulator_through_the_cli(tmp_path):
     profile, scaled for micro-batches, and says so; a dry-run report is refused."""
     import json
 
-    from lib.placement.cli import EnvSpec, make_env
+    from lib.placement.experiment import EnvSpec, make_env
 
     t4 = SimPlacementEnv("ci", "4xT4-pcie")
     n = t4.n_nodes
