@@ -16,8 +16,8 @@ def test_lib_has_no_import_circle():
 
 def test_the_two_judges_are_independent_where_they_should_be():
     g = graph(LIB)
-    search = [m for m in g if m.startswith("lib.galvatron.search")]
-    assert search and not any(t.startswith("lib.galvatron.runtime") for m in search for t in g[m])
+    search = [m for m in g if m.split(".")[:3] == ["lib", "galvatron", "search"]]
+    assert search and not any(t.split(".")[:3] == ["lib", "galvatron", "runtime"] for m in search for t in g[m])
     assert "lib.straggler.cli" not in g["lib.straggler.model"]  # the model does not know its command line
     assert not any(t.startswith(("lib.galvatron.runtime.jobs", "lib.galvatron.runtime.profiler"))
                    for t in g["lib.galvatron.runtime.processes"])

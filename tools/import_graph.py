@@ -2,8 +2,8 @@
 
 Every ``import`` and ``from ... import`` in a module counts, at module level or inside a function, a class or an
 ``if``: a function-level import is still a module needing another, and the circles this check was written
-against (``lib.straggler`` importing its CLI in a ``__main__`` block, ``launch`` importing ``rt_jobs`` inside a
-function) were all function-level. Relative imports are resolved against the module's package; ``from P import
+against (the straggler model importing its CLI in a ``__main__`` block, the runtime's launcher importing its
+jobs inside a function) were all function-level. Relative imports are resolved against the module's package; ``from P import
 m`` counts as importing ``P.m`` when ``m`` is a module of ``P``, else as importing ``P``. A package's
 ``__init__`` is the node ``P``; importing ``P.m`` does not add an edge to ``P`` (Python runs the package's
 ``__init__`` first, which is not a circle unless that ``__init__`` imports back). Usage:
