@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", action="store_true", help="also time the 40-node (no co-location) run")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    from lib.placement.cli import EnvSpec, train_run
+    from lib.placement.experiment import EnvSpec, train_run
     from lib.placement.reinforce import TrainConfig
 
     rows = []

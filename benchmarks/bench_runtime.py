@@ -18,11 +18,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None) -> int:
-    from lib.galvatron.profiler import write_profile
-    from lib.galvatron.profiles import DATA_DIR
-    from lib.galvatron.rt_eval import format_rows, profile_search_run
-    from lib.galvatron.rt_model import ModelConfig
-    from lib.galvatron.sdp import SDP_IMPLS
+    from lib.galvatron.runtime.profiler import write_profile
+    from lib.galvatron.search.profiles import DATA_DIR
+    from lib.galvatron.runtime.evaluate import format_rows, profile_search_run
+    from lib.galvatron.runtime.model import ModelConfig
+    from lib.galvatron.runtime.sdp import SDP_IMPLS
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--world-size", type=int, default=2)

@@ -1,4 +1,4 @@
-"""Speed of Galvatron's search (lib/galvatron/search.py), printed as a table.
+"""Speed of Galvatron's search (lib/galvatron/search/engine.py), printed as a table.
 
 Each row: one model, GPU count and memory budget; every global batch size (steps of the GPU count) up to the
 largest feasible and every pipeline degree. Targets: BERT-Huge-32 on 8 GPUs <= 2 s; 64 GPUs at 16 GB <= 60 s
@@ -17,8 +17,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from lib.galvatron.profiles import load_model, published_cluster  # noqa: E402
-from lib.galvatron.search import search  # noqa: E402
+from lib.galvatron.search.profiles import load_model, published_cluster  # noqa: E402
+from lib.galvatron.search.engine import search  # noqa: E402
 
 TARGETS_S = {8: 2.0, 64: 60.0}
 

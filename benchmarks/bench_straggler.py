@@ -18,9 +18,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from lib import straggler  # noqa: E402
-from lib.straggler_figures import chapter_figures  # noqa: E402
-from lib.straggler_sim import FailureGaps, five_ways, sampled_step_efficiency, simulate_run  # noqa: E402
+from lib.straggler import model as straggler  # noqa: E402
+from lib.straggler.figures import chapter_figures  # noqa: E402
+from lib.straggler.simulate import FailureGaps, five_ways, sampled_step_efficiency, simulate_run  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:

@@ -1,15 +1,13 @@
-"""Galvatron, rebuilt: layer-wise hybrid parallelism (DP, SDP, TP, PP) chosen by a dynamic program.
+"""Galvatron, rebuilt: layer-wise hybrid parallelism (DP, SDP, TP, PP) chosen by a dynamic program. One plan,
+two judges, two subpackages; ``search`` never imports ``runtime``.
 
-Search side (numpy only): ``strategies`` (decision trees), ``profiles`` (published layer profiles),
-``analytic`` (profiles from a model's shape and a hardware profile), ``cost`` (memory and time),
-``dynamic_program`` (the inner DP and its brute-force oracle), ``plan`` (the Plan and its JSON form),
-``search`` (outer loops, stage partitioning, baselines).
-Run side (torch): ``grid`` (one rank grid, every group), ``tp`` (collectives as autograd functions),
-``rt_model``, ``rt_plan``, ``pipeline``, ``runtime``, ``profiler``, ``launch``, ``rt_jobs``, ``rt_eval``.
+``search/`` (numpy only, the cost model's side): ``strategies`` (decision trees), ``profiles`` (published layer
+profiles), ``analytic`` (profiles from a model's shape and a hardware profile), ``cost`` (memory and time),
+``dynamic_program`` (the inner DP and its brute-force oracle), ``plan`` (the Plan and its JSON form), ``engine``
+(outer loops, stage partitioning, baselines), ``figures``.
+``runtime/`` (torch, the measured side): ``grid`` (one rank grid, every group), ``tp`` (collectives as autograd
+functions), ``sdp``, ``model``, ``plan`` (the runtime's plan), ``stage`` (``StageRunner``), ``pipeline``,
+``processes`` (starting ranks), ``jobs`` (what a rank does), ``launch``, ``profiler``, ``evaluate``
+(estimated against measured). ``python -m lib.galvatron run`` runs a plan under ``torchrun``.
 Used in: book/galvatron/.
 """
-
-from .strategies import Strategy, generate, restrict  # noqa: F401
-from .profiles import (ClusterProfile, LayerProfile, ModelProfile, load_cluster, load_model,  # noqa: F401
-                       model_names, published_cluster)
-from .search import Plan, SearchResult, evaluate_plan, search  # noqa: F401

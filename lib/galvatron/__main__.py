@@ -4,7 +4,7 @@
     torchrun --nnodes 2 --node-rank R --nproc-per-node 1 --master-addr HOST --master-port P \\
         -m lib.galvatron run --plan plan.json
 
-The plan is either a Galvatron plan JSON (``pp_deg``, ``tp_sizes_enc``, ... as written by ``search.py``) or a
+The plan is either a Galvatron plan JSON (``pp_deg``, ``tp_sizes_enc``, ... as written by ``search/engine.py``) or a
 runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank's iteration time and peak memory
 and, with ``--out``, writes it to a file. Used in: book/galvatron/04_from_plan_to_run.
 """
@@ -18,7 +18,7 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .sdp import SDP_IMPLS
+    from .runtime.sdp import SDP_IMPLS
 
     ap = argparse.ArgumentParser(prog="python -m lib.galvatron")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     saved = dict(os.environ)
     try:
         if "RANK" not in os.environ:  # started without torchrun: one rank on this machine
-            from .launch import free_port
+            from .runtime.processes import free_port
 
             os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                               MASTER_PORT=str(free_port()))
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
 
 
 def _run(args, plan_dict: dict) -> int:
-    from .rt_plan import load_plan
+    from .runtime.plan import load_plan
 
     world = int(os.environ["WORLD_SIZE"])
     plan = load_plan(plan_dict, world)
@@ -68,7 +68,7 @@ def _run(args, plan_dict: dict) -> int:
     job = {"kind": "check" if args.check else "train", "plan": plan_dict, "model": model, "steps": args.steps,
            "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "optimizer": args.optimizer,
            "backend": backend, "device": args.device, "sdp_impl": args.sdp_impl}
-    from .launch import run_rank
+    from .runtime.launch import run_rank
 
     results = run_rank(job, gather=True)
     if int(os.environ.get("RANK", "0")) == 0:

@@ -1,0 +1,165 @@
+"""The plan: a layer-wise hybrid-parallel plan as a frozen dataclass, and its JSON form.
+
+The fields are those of the published Galvatron plan (spec section 3.5: ``pp_deg``, ``tp_sizes_enc``,
+``tp_consecutive_flags``, ``dp_types_enc``, ``global_bsz``, ``chunks``) plus Galvatron-2's ``checkpoint`` and
+``pp_division``, the GPU count and our estimates. ``cost.py`` estimates a plan; ``runtime/plan.py`` runs it.
+
+Used in: book/galvatron/03_the_search.ipynb, 04_from_plan_to_run.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .strategies import Strategy, check_power_of_two
+
+PLAN_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
+
+
+def _enc(x) -> str:
+    return ",".join(str(int(v)) for v in x)
+
+
+def _dec(x, name) -> tuple:
+    if isinstance(x, str):
+        x = [v for v in x.split(",") if v.strip() != ""]
+    try:
+        return tuple(int(v) for v in x)
+    except (TypeError, ValueError):
+        raise ValueError(f"field {name!r} must be a comma-separated list of integers; got {x!r}") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A layer-wise hybrid-parallel plan in the published format (spec 3.5), plus our estimates.
+
+    Per-layer tuples have one entry per layer; ``pp_division`` gives layers per stage; ``world_size`` is the
+    GPU count. ``est_*`` are cost-model estimates (None when the plan was not estimated).
+    """
+
+    pp_deg: int
+    tp_sizes_enc: tuple
+    tp_consecutive_flags: tuple
+    dp_types_enc: tuple
+    global_bsz: int
+    chunks: int
+    world_size: int
+    pp_division: tuple = ()
+    checkpoint: tuple = ()
+    model: str = ""
+    est_iter_s: float | None = None
+    est_throughput_samples_per_s: float | None = None
+    est_mem_mb_per_device: float | None = None
+
+    def __post_init__(self):
+        n = len(self.tp_sizes_enc)
+        check_power_of_two(self.world_size, "world_size")
+        check_power_of_two(self.pp_deg, "pp_deg")
+        if n == 0:
+            raise ValueError("a plan needs at least one layer; tp_sizes_enc is empty")
+        for name in ("tp_consecutive_flags", "dp_types_enc") + (("checkpoint",) if self.checkpoint else ()):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries; tp_sizes_enc has {n} layers")
+            if any(v not in (0, 1) for v in getattr(self, name)):
+                raise ValueError(f"{name} entries must be 0 or 1; got {getattr(self, name)}")
+        for t in self.tp_sizes_enc:
+            check_power_of_two(int(t), "tp size")
+            if self.pp_deg * t > self.world_size:
+                raise ValueError(f"pp_deg {self.pp_deg} x tp {t} exceeds world_size {self.world_size}")
+            if self.global_bsz % (self.world_size // (self.pp_deg * t)):
+                raise ValueError(f"global_bsz {self.global_bsz} is not divisible by the data-parallel degree "
+                                 f"{self.world_size // (self.pp_deg * t)} of a tp={t} layer")
+        if self.global_bsz < 1 or self.chunks < 1:
+            raise ValueError(f"global_bsz and chunks must be >= 1; got {self.global_bsz}, {self.chunks}")
+        if self.pp_division:
+            if len(self.pp_division) != self.pp_deg or sum(self.pp_division) != n or min(self.pp_division) < 1:
+                raise ValueError(f"pp_division {self.pp_division} must have pp_deg={self.pp_deg} positive entries "
+                                 f"summing to the {n} layers")
+        elif n % self.pp_deg:
+            raise ValueError(f"{n} layers do not split evenly into pp_deg={self.pp_deg}; give pp_division")
+        else:  # normalise: the even division and no checkpointing are written out explicitly
+            object.__setattr__(self, "pp_division", (n // self.pp_deg,) * self.pp_deg)
+        if not self.checkpoint:
+            object.__setattr__(self, "checkpoint", (0,) * n)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.tp_sizes_enc)
+
+    def stage_sizes(self) -> tuple:
+        return self.pp_division or (self.n_layers // self.pp_deg,) * self.pp_deg
+
+    def strategies(self) -> list[Strategy]:
+        ck = self.checkpoint or (0,) * self.n_layers
+        return [Strategy.from_shape(self.pp_deg, t, self.world_size // (self.pp_deg * t), bool(d), bool(c), bool(k))
+                for t, c, d, k in zip(self.tp_sizes_enc, self.tp_consecutive_flags, self.dp_types_enc, ck)]
+
+    def to_dict(self) -> dict:
+        d = {"pp_deg": self.pp_deg, "tp_sizes_enc": _enc(self.tp_sizes_enc),
+             "tp_consecutive_flags": _enc(self.tp_consecutive_flags), "dp_types_enc": _enc(self.dp_types_enc),
+             "global_bsz": self.global_bsz, "chunks": self.chunks,
+             "checkpoint": _enc(self.checkpoint or (0,) * self.n_layers),
+             "pp_division": _enc(self.stage_sizes()), "world_size": self.world_size, "model": self.model}
+        for k in ("est_iter_s", "est_throughput_samples_per_s", "est_mem_mb_per_device"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, world_size: int | None = None) -> "Plan":
+        """Read the published format. ``world_size`` (if given) must match the plan's."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a plan must be a JSON object; got {type(d).__name__}")
+        missing = [k for k in PLAN_FIELDS if k not in d]
+        if missing:
+            raise ValueError(f"plan is missing field(s) {missing}; required: {list(PLAN_FIELDS)}")
+        ws = d.get("world_size", world_size)
+        if ws is None:
+            raise ValueError("plan has no 'world_size'; pass world_size=")
+        if world_size is not None and int(ws) != int(world_size):
+            raise ValueError(f"plan was made for world_size={ws}; this run has world_size={world_size}")
+        tp = _dec(d["tp_sizes_enc"], "tp_sizes_enc")
+        ck = _dec(d["checkpoint"], "checkpoint") if "checkpoint" in d else ()
+        div = _dec(d["pp_division"], "pp_division") if "pp_division" in d else ()
+        return cls(pp_deg=int(d["pp_deg"]), tp_sizes_enc=tp,
+                   tp_consecutive_flags=_dec(d["tp_consecutive_flags"], "tp_consecutive_flags"),
+                   dp_types_enc=_dec(d["dp_types_enc"], "dp_types_enc"), global_bsz=int(d["global_bsz"]),
+                   chunks=int(d["chunks"]), world_size=int(ws), pp_division=div, checkpoint=ck,
+                   model=str(d.get("model", "")), est_iter_s=d.get("est_iter_s"),
+                   est_throughput_samples_per_s=d.get("est_throughput_samples_per_s"),
+                   est_mem_mb_per_device=d.get("est_mem_mb_per_device"))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, world_size: int | None = None) -> "Plan":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"plan is not valid JSON: {e}") from None
+        return cls.from_dict(d, world_size)
+
+    @classmethod
+    def from_strategies(cls, strategies: list[Strategy], global_bsz: int, chunks: int, pp_division=(),
+                        model: str = "", **est) -> "Plan":
+        s0 = strategies[0]
+        return cls(pp_deg=s0.pp, tp_sizes_enc=tuple(s.tp for s in strategies),
+                   tp_consecutive_flags=tuple(int(s.tp_consec) for s in strategies),
+                   dp_types_enc=tuple(int(s.sdp) for s in strategies), global_bsz=int(global_bsz),
+                   chunks=int(chunks), world_size=s0.n_gpus, pp_division=tuple(pp_division),
+                   checkpoint=tuple(int(s.ckpt) for s in strategies), model=model, **est)
+
+    def summary(self) -> str:
+        names = [s.code for s in self.strategies()]
+        runs, prev, n = [], None, 0
+        for x in names + [None]:
+            if x == prev:
+                n += 1
+                continue
+            if prev is not None:
+                runs.append(f"{n}x {prev}")
+            prev, n = x, 1
+        return f"B={self.global_bsz}, pp={self.pp_deg}, chunks={self.chunks}: " + ", ".join(runs)
+

@@ -1,0 +1,199 @@
+"""An experiment of Part I: which environment (``EnvSpec``, ``make_env``), a training run and its log
+(``train_run``), the head-to-head of its picks (``evaluate_run``, ``read_evaluation``), and every figure from
+every log (``figures``), all under ``data/runs/`` by default (``DEFAULT_OUT``).
+
+The chapters and the command line (``python -m lib.placement``, ``cli.py``) both call these, so a chapter and a
+terminal produce the same logs. Used in: book/placement/02_the_placer, 03_colocation.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from lib import runlog
+
+DEFAULT_OUT = os.path.join("data", "runs")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Which environment a run used: simulated (``profile``) or real (``device="real"``), and its settings."""
+
+    device: str = "sim"
+    profile: str = "4xT4-pcie"
+    preset: str = "49m"
+    n_micro: int = 1
+    mem_cap: float | None = None
+    noise: bool = False
+    env_seed: int = 0
+    node_profile: str | None = None  # a gpu_check report whose measured node times replace the roofline (sim)
+
+    def __post_init__(self):
+        if self.device not in ("sim", "real"):
+            raise ValueError(f"device must be 'sim' or 'real'; got {self.device!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EnvSpec":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def make_env(spec: EnvSpec):
+    """Build the environment a spec describes (the simulator, or real CUDA devices)."""
+    if spec.device == "sim":
+        from lib.placement.sim_env import NoiseModel, SimPlacementEnv
+
+        nodes = None
+        if spec.node_profile:
+            from lib.gpt import gpt_graph, preset
+            from lib.placement.sim_engine import NodeProfile
+
+            g = gpt_graph(preset(spec.preset))
+            nodes = NodeProfile.from_report(spec.node_profile, g.name).scaled_to(g.batch // spec.n_micro)
+        return SimPlacementEnv(spec.preset, spec.profile, n_micro=spec.n_micro, mem_cap=spec.mem_cap,
+                               noise=NoiseModel() if spec.noise else None, seed=spec.env_seed, node_profile=nodes)
+    import torch
+
+    from lib.placement.torch_env import TorchPlacementEnv
+
+    n = torch.cuda.device_count()
+    if n < 2:
+        raise ValueError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
+    return TorchPlacementEnv(spec.preset, [f"cuda:{i}" for i in range(n)], n_micro=spec.n_micro,
+                             mem_cap=spec.mem_cap, seed=spec.env_seed)
+
+
+def run_name(spec: EnvSpec, cfg, colocate: bool) -> str:
+    """A file name that says what the run was, e.g. ``49m_4xT4-pcie_m1_coloc_ma_lr0.001_ent0_s0``."""
+    where = spec.profile if spec.device == "sim" else "real"
+    base = {"moving_average": "ma", "leave_one_out": "loo"}[cfg.baseline]
+    name = f"{spec.preset}_{where}_m{spec.n_micro}_{'coloc' if colocate else 'nodes'}_{base}_lr{cfg.lr:g}_ent{cfg.entropy:g}"
+    if spec.mem_cap is not None:
+        name += f"_cap{spec.mem_cap:g}"
+    if spec.noise:
+        name += f"_noise{spec.env_seed}"
+    if cfg.stop_when_identical:
+        name += "_stop"
+    return name + f"_s{cfg.seed}"
+
+
+def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_OUT, name: str | None = None,
+              resume: bool = True, progress: bool = True):
+    """Train (or resume) one run on ``spec`` and return its :class:`RunResult`; the log is ``<out>/<name>.jsonl``."""
+    from lib.graph import colocate as colocate_groups
+    from lib.placement.reinforce import RunResult, train
+
+    env = make_env(spec)
+    if spec.device == "sim" and not spec.noise:
+        cfg = replace(cfg, cache_measurements=True)  # deterministic: identical placements give identical times
+    groups = colocate_groups(env.graph) if colocate else None
+    path = os.path.join(out_dir, (name or run_name(spec, cfg, colocate)) + ".jsonl")
+    info = {**spec.to_dict(), "describe": env.describe()}
+    train(env, env.graph, cfg, groups=groups, log_path=path, resume=resume, progress=progress, env_info=info)
+    return RunResult.from_log(path)  # what the chapters show is what the log on disk says
+
+
+def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,
+                 steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None,
+                 progress: bool = False):
+    """The head-to-head of a run's picks on ``spec`` (default: the run's own environment with noise on and
+    another machine seed); writes ``<run>.eval.jsonl`` and returns ``(HeadToHead, PhaseTiming)`` read back from
+    it."""
+    from lib.placement.evaluate import head_to_head, phase_timing, seed_sides
+    from lib.placement.reinforce import RunResult, check_signature, model_signature
+
+    run = RunResult.from_log(run_path)
+    if spec is None:
+        spec = replace(EnvSpec.from_dict(run.header["env"]), noise=True, env_seed=seed + 1)
+    env = make_env(spec)
+    groups = run.header["model"]["groups"]
+    check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
+    sides, fixed = seed_sides(run, env.graph, env.n_devices)
+    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
+                       rng=np.random.default_rng(seed), progress=progress)
+    best_gpu = h2h.entry("single_gpu")
+    pair = [("winner: " + h2h.winner.label, h2h.winner.placement)]
+    if h2h.winner.label != best_gpu.label and not best_gpu.oom:  # under a memory cap one GPU may not fit
+        pair.append(("best single GPU: " + best_gpu.label, best_gpu.placement))
+    phases = phase_timing(env, pair, phase_steps) if not h2h.winner.oom else None
+    stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
+    out_path = out_path or stem + ".eval.jsonl"
+    header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
+                                 "steps_per_round": steps_per_round, "phase_steps": phase_steps,
+                                 "run": os.path.basename(run_path)},
+                                {**spec.to_dict(), "describe": env.describe()}, seed, run_kind="evaluate",
+                                model=run.header["model"])
+    log = runlog.RunLog.create(out_path, header)
+    log.append(h2h.to_dict())
+    if phases is not None:
+        log.append({"kind": "phase_timing", **phases.to_dict()})
+    _, h2h_logged, phases_logged = read_evaluation(out_path)
+    return h2h_logged, phases_logged
+
+
+def read_evaluation(path: str):
+    """``(header, HeadToHead, PhaseTiming | None)`` from an ``.eval.jsonl`` log."""
+    from lib.placement.evaluate import HeadToHead, PhaseTiming
+
+    header, recs = runlog.read(path)
+    if header.get("run_kind") != "evaluate":
+        raise ValueError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
+    h2h = next(HeadToHead.from_dict(r) for r in recs if r["kind"] == "head_to_head")
+    ph = next((PhaseTiming.from_dict({k: v for k, v in r.items() if k != "kind"}) for r in recs
+               if r["kind"] == "phase_timing"), None)
+    return header, h2h, ph
+
+
+def resolve_run(run: str, out_dir: str = DEFAULT_OUT) -> str:
+    """The log of ``run``: a path, a file in ``out_dir``, or a run name there."""
+    for cand in (run, os.path.join(out_dir, run), os.path.join(out_dir, run + ".jsonl")):
+        if os.path.isfile(cand):
+            return cand
+    raise ValueError(f"no run log {run!r} (looked in {out_dir!r}); list them with: ls {out_dir}")
+
+
+def _write_html(fig, path: str) -> None:
+    from lib import atomic
+
+    atomic.write_text(path, fig.to_html(include_plotlyjs="cdn", full_html=True))
+
+
+def spec_on_device(run_path: str, device: str, seed: int = 0) -> EnvSpec:
+    """The run's own environment moved to ``device`` (noise on in the simulator, another machine seed)."""
+    from lib.placement.reinforce import RunResult
+
+    base = EnvSpec.from_dict(RunResult.from_log(run_path).header["env"])
+    return replace(base, device=device, noise=device == "sim", env_seed=seed + 1)
+
+
+def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict]:
+    """Every figure from every log in ``out_dir`` (HTML under ``fig_dir``); returns one summary row per run."""
+    from lib.placement import figures as F
+    from lib.placement.reinforce import RunResult
+
+    fig_dir = fig_dir or os.path.join(out_dir, "figures")
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "*.jsonl"))):
+        name = os.path.basename(path)[: -len(".jsonl")]
+        kind = runlog.read(path)[0].get("run_kind")
+        if kind == "reinforce":
+            res = RunResult.from_log(path)
+            if not res.records:
+                continue
+            _write_html(F.learning_curves({name: res}, title=name), os.path.join(fig_dir, name + ".html"))
+            first = F.first_identical(res)
+            rows.append({"run": name, "updates": res.n_updates, "first_mean_ms": res.records[0]["mean_step_s"] * 1e3,
+                         "last_mean_ms": res.records[-1]["mean_step_s"] * 1e3, "best_ms": res.top[0][1] * 1e3,
+                         "all_identical_at": first})
+        elif kind == "evaluate":
+            _, h2h, ph = read_evaluation(path)
+            _write_html(F.head_to_head_figure(h2h, title=name), os.path.join(fig_dir, name + ".html"))
+            if ph is not None:
+                _write_html(F.phase_figure(ph, title=name), os.path.join(fig_dir, name + ".phases.html"))
+    return rows

@@ -1,0 +1,60 @@
+"""The command line: train -> evaluate -> figures on the simulator, with a small model and few updates."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from lib import runlog
+from lib.placement import cli, experiment
+from lib.placement.reinforce import RunResult, TrainConfig
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def run_cli(args, capsys):
+    assert cli.main(args) == 0
+    return capsys.readouterr().out
+
+
+def test_train_evaluate_figures(tmp_path, capsys):
+    out = str(tmp_path)
+    args = ["train", "--preset", "ci", "--colocate", "--n-iters", "3", "--k", "4", "--out", out, "--quiet",
+            "--name", "r"]
+    summary = json.loads(run_cli(args, capsys).strip().splitlines()[-1])
+    assert summary["updates"] == 3 and summary["log"].endswith("r.jsonl")
+    header, recs = runlog.read(os.path.join(out, "r.jsonl"))
+    assert header["env"]["preset"] == "ci" and header["env"]["device"] == "sim"
+    assert "simulated" in header["env"]["describe"] and header["config"]["k"] == 4
+    assert len(recs) == 3 and all(len(r["placements"]) == 4 for r in recs)
+    # extending the run resumes it instead of starting over
+    run_cli(args[:5] + ["5"] + args[6:], capsys)
+    assert len(runlog.read(os.path.join(out, "r.jsonl"))[1]) == 5
+
+    text = run_cli(["evaluate", "--run", "r", "--out", out, "--rounds-select", "2", "--rounds-confirm", "3",
+                    "--steps-per-round", "2"], capsys)
+    assert "standard errors" in text
+    _, h2h, ph = experiment.read_evaluation(os.path.join(out, "r.eval.jsonl"))
+    assert sorted(e.side for e in h2h.entries if e.role == "pick") == ["human_2gpu", "rl", "single_gpu"]
+    assert all(len(e.confirm_s) == 3 for e in h2h.entries)
+    rl_labels = {lbl for lbl, _ in RunResult.from_log(os.path.join(out, "r.jsonl")).candidates()}
+    assert {s.label for s in h2h.selection if s.side == "rl"} == rl_labels
+
+    rows = json.loads(run_cli(["figures", "--out", out], capsys).strip().splitlines()[0])
+    assert rows["run"] == "r" and rows["updates"] == 5
+    assert sorted(os.listdir(os.path.join(out, "figures"))) == ["r.eval.html", "r.eval.phases.html", "r.html"]
+
+
+def test_errors(tmp_path, capsys):
+    with pytest.raises(ValueError, match="no run log"):
+        cli.main(["evaluate", "--run", "missing", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="leave-one-out"):
+        cli.main(["train", "--k", "1", "--baseline", "leave_one_out", "--out", str(tmp_path)])
+    # a log written for another model cannot be evaluated against this one
+    run_cli(["train", "--preset", "ci", "--n-iters", "1", "--k", "2", "--out", str(tmp_path), "--quiet", "--name",
+             "small"], capsys)
+    path = os.path.join(str(tmp_path), "small.jsonl")
+    with pytest.raises(ValueError, match="another model"):
+        experiment.evaluate_run(path, experiment.EnvSpec(preset="49m"))
