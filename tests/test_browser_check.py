@@ -23,8 +23,12 @@ STYLE = ("<style>body{margin:0;font:16px sans-serif} article{width:720px;margin-
          " pre{overflow:auto;white-space:pre;margin:0}</style>")
 
 
-def _page(body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'>{STYLE}</head><body>{NAV}"
+LOCAL_JS = "<script src='/_static/plotly.min.js'></script>"  # as _ext/offline_assets.py adds it to every page
+MATHJAX = "<script defer src='/_static/mathjax/tex-svg.js'></script>"
+
+
+def _page(body: str, head: str = LOCAL_JS) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'>{STYLE}{head}</head><body>{NAV}"
             f"<main><article class='bd-article'>{body}</article></main></body></html>")
 
 
@@ -64,6 +68,15 @@ WIDE_LINE = "wide_output = " + ", ".join(f"value_{k}" for k in range(60))
 @pytest.fixture(scope="module")
 def book(tmp_path_factory):
     root = tmp_path_factory.mktemp("html")
+    import shutil
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_ext"))
+    import offline_assets
+
+    (root / "_static" / "mathjax").mkdir(parents=True)
+    shutil.copy(offline_assets.plotly_js_source(), root / "_static" / "plotly.min.js")
+    shutil.copy(offline_assets.mathjax_js_source(), root / "_static" / "mathjax" / "tex-svg.js")
     _write(root, "index.html", "<meta http-equiv='Refresh' content='0; url=intro.html'>")
     _write(root, "intro.html", _page(
         "<h1>Good page</h1><p>Measured on cuda:0 (NVIDIA H200). See "
@@ -71,7 +84,14 @@ def book(tmp_path_factory):
         "github/x/home/y</a>; profiles live in data/hardware/4xT4-pcie.json; 3/4 of runs.</p>"
         + _cell("import lib.viz as viz\nx = 1  # a short line", "1.0 ms, simulated with 4xT4-pcie")
         + _figure("fig-house", None, LONG_TITLE, house=True)
-        + "<details><summary>show</summary>" + _cell("y = 2") + "</details>"))
+        + "<details><summary>show</summary>" + _cell("y = 2") + "</details>"
+        + "<p>A formula: <span class='math notranslate nohighlight'>\\(a^2 + b^2 = c^2\\)</span></p>",
+        head=LOCAL_JS + MATHJAX))
+    _write(root, "book/x/math.html", _page(  # MathJax from a CDN: blocked, so the formula is not drawn
+        "<h1>Math</h1><p><span class='math notranslate nohighlight'>\\(x^2\\)</span></p>",
+        head=LOCAL_JS + "<script defer src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-svg.js'></script>"))
+    _write(root, "book/x/cdn.html", _page(  # plotly.js only from its CDN: blocked, so the figure is not drawn
+        "<h1>CDN</h1>" + _figure("fig-cdn", None, "A figure whose plotly.js is on a CDN", house=True), head=""))
     _write(root, "genindex.html", _page("<h1>Index</h1>"))  # not a page of the book: skipped
     _write(root, "references.html", _page(
         "<h1>References</h1><div class='admonition warning'><p class='admonition-title'>Warning</p>"
@@ -106,8 +126,8 @@ def failures(book):
 
 
 def test_pages_are_the_root_pages_then_the_chapters(book):
-    assert bc.pages(str(book)) == ["intro.html", "references.html", "book/x/legend.html", "book/x/text.html",
-                                   "book/x/wide.html"]
+    assert bc.pages(str(book)) == ["intro.html", "references.html", "book/x/cdn.html", "book/x/legend.html",
+                                   "book/x/math.html", "book/x/text.html", "book/x/wide.html"]
 
 
 def test_good_pages_pass_every_check(failures):
@@ -117,8 +137,16 @@ def test_good_pages_pass_every_check(failures):
 
 def test_screenshots_one_per_page(failures):
     names = sorted(os.listdir(failures["shots"]))
-    assert names == ["book__x__legend.png", "book__x__text.png", "book__x__wide.png", "intro.png",
-                     "references.png"]
+    assert names == ["book__x__cdn.png", "book__x__legend.png", "book__x__math.png", "book__x__text.png",
+                     "book__x__wide.png", "intro.png", "references.png"]
+
+
+def test_offline_a_cdn_formula_or_figure_is_not_drawn_and_says_so(failures):
+    """Every outside request is blocked: plotly.js and MathJax must come from the book's own _static/."""
+    (math,) = failures["by_page"]["book/x/math.html"]
+    assert math.kind == bc.MATH and "0 of 1 formulas" in math.message
+    kinds = {f.kind for f in failures["by_page"]["book/x/cdn.html"]}
+    assert bc.FIGURES in kinds
 
 
 def test_wide_block_is_reported_with_its_start_and_overflow(failures):

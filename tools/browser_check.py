@@ -2,7 +2,8 @@
 
 For the front page, the reference pages and every chapter page it checks that:
 
-- the page loads without JavaScript errors, every plotly figure drew an SVG, and the sidebar has navigation links;
+- the page loads without JavaScript errors, every plotly figure drew an SVG, every formula was drawn by MathJax,
+  and the sidebar has navigation links, with every outside request blocked (the book must work offline);
 - no code or output block is wider than its box (content clipped behind a scroll bar: ``scrollWidth`` more
   than ``clientWidth`` + 1 px, collapsed blocks opened first);
 - no plotly figure's legend box intersects its title or an axis title (bounding boxes measured in the browser);
@@ -11,9 +12,9 @@ For the front page, the reference pages and every chapter page it checks that:
   warning, and no cell meant only for checks (a code block with ``# Oracle``, ``nbval``, ``keep_output`` or a
   line starting with ``assert``).
 
-Prints one line per page, then every failure; exits 1 on any. Saves a full-page screenshot of each page. The
-sandbox has no internet, so plotly.js requested from its CDN is served from the plotly Python package (same
-file), and other outside requests are aborted and counted.
+Prints one line per page, then every failure; exits 1 on any. Saves a full-page screenshot of each page. Every
+request that leaves the local server is aborted and counted: plotly.js and MathJax must come from the book's own
+``_static/`` (``_ext/offline_assets.py`` copies them there).
 
     python tools/browser_check.py _build/html --screenshots _build/screenshots
 """
@@ -41,8 +42,8 @@ VIEWPORT = {"width": 1400, "height": 900}
 NOT_PAGES = {"index.html", "genindex.html", "search.html", "py-modindex.html"}
 
 #: The kinds of failure, as reported (tests match on them).
-JS, FIGURES, NAV, HTTP, WIDE, LEGEND, TEXT = (
-    "javascript", "figures", "navigation", "http", "wide-block", "legend-overlap", "text",
+JS, FIGURES, NAV, HTTP, WIDE, LEGEND, TEXT, MATH = (
+    "javascript", "figures", "navigation", "http", "wide-block", "legend-overlap", "text", "formulas",
 )
 
 
@@ -54,15 +55,6 @@ class Failure:
 
     def __str__(self) -> str:
         return f"{self.page}: [{self.kind}] {self.message}"
-
-
-def plotly_js_path() -> str:
-    import plotly
-
-    path = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"plotly.min.js not found at {path}")
-    return path
 
 
 def find_chromium() -> str | None:
@@ -102,19 +94,28 @@ def pages(html_root: str) -> list[str]:
     return roots + chapters
 
 
-def _router(base: str, plotly_js: bytes, aborted: list[str]):
-    """Serve the book from loopback, plotly.js from the installed package, and block everything else."""
+def _router(base: str, aborted: list[str]):
+    """Serve the book from loopback and block every outside request: the book must work offline (plotly.js and
+    MathJax come from its own _static/, see _ext/offline_assets.py)."""
 
     def route(r, request=None):
         url = r.request.url
-        if url.startswith(base):
+        if url.startswith(base) or url.startswith("data:"):
             return r.continue_()
-        if "cdn.plot.ly" in url and url.endswith(".js"):
-            return r.fulfill(status=200, content_type="application/javascript", body=plotly_js)
         aborted.append(url)
         return r.abort()
 
     return route
+
+
+#: Formulas: Sphinx writes each as an element of class "math"; MathJax puts an mjx-container in it when drawn.
+_MATH_JS = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    try { await MathJax.startup.promise; } catch (e) {}
+  }
+  const all = [...document.querySelectorAll('span.math, div.math')];
+  return {n: all.length, drawn: all.filter(m => m.querySelector('mjx-container')).length};
+}"""
 
 
 # --- what is measured in the browser ---------------------------------------------------------------------
@@ -228,12 +229,12 @@ class PageResult:
     summary: str
 
 
-def check_page(browser, base: str, rel: str, plotly_js: bytes, shots: str | None) -> PageResult:
+def check_page(browser, base: str, rel: str, shots: str | None) -> PageResult:
     page = browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     aborted: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.route("**/*", _router(base, plotly_js, aborted))
+    page.route("**/*", _router(base, aborted))
     try:
         resp = page.goto(f"{base}/{rel}", wait_until="load")
         if resp is None or resp.status != 200:
@@ -256,6 +257,7 @@ def check_page(browser, base: str, rel: str, plotly_js: bytes, shots: str | None
             ".filter(d => d.querySelector('svg.main-svg')).length"
         )
         nav_links = page.locator("nav.bd-docs-nav a.reference.internal").count()
+        math = page.evaluate(_MATH_JS)
         if shots:
             os.makedirs(shots, exist_ok=True)
             name = rel.replace("/", "__").replace(".html", ".png")
@@ -275,6 +277,8 @@ def check_page(browser, base: str, rel: str, plotly_js: bytes, shots: str | None
         failures.append(Failure(rel, FIGURES, f"{drawn} of {n_plots} plotly figures drew an SVG"))
     if nav_links == 0:
         failures.append(Failure(rel, NAV, "no navigation links in the sidebar"))
+    if math["drawn"] != math["n"]:
+        failures.append(Failure(rel, MATH, f"{math['drawn']} of {math['n']} formulas drawn by MathJax"))
     for w in wide:
         failures.append(Failure(rel, WIDE, f"block wider than its box by {w['over']} px: {w['text']!r}"))
     for lg in legends:
@@ -282,7 +286,8 @@ def check_page(browser, base: str, rel: str, plotly_js: bytes, shots: str | None
                                              f"({lg['text']!r})"))
     texts = text_failures(rel, shown["text"], shown["code"])
     failures += texts
-    summary = (f"{n_plots} plotly figures, {drawn} drawn, {nav_links} nav links, {len(wide)} wide blocks, "
+    summary = (f"{n_plots} plotly figures, {drawn} drawn, {math['n']} formulas, {math['drawn']} drawn, "
+               f"{nav_links} nav links, {len(wide)} wide blocks, "
                f"{len(legends)} legend overlaps, {len(texts)} text problems, "
                f"{len(aborted)} outside requests blocked")
     return PageResult(rel, failures, summary)
@@ -295,7 +300,6 @@ def run(html_root: str, shots: str | None = None, only: list[str] | None = None,
     chromium = find_chromium()
     if chromium is None:
         raise SystemExit("headless Chromium not found: install the Debian package 'chromium'")
-    plotly_js = open(plotly_js_path(), "rb").read()
     httpd, base = serve(html_root)
     failures: list[Failure] = []
     try:
@@ -303,7 +307,7 @@ def run(html_root: str, shots: str | None = None, only: list[str] | None = None,
             browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             try:
                 for rel in only or pages(html_root):
-                    r = check_page(browser, base, rel, plotly_js, shots)
+                    r = check_page(browser, base, rel, shots)
                     failures += r.failures
                     if echo:
                         kinds = sorted({f.kind for f in r.failures})
