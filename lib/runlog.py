@@ -3,21 +3,53 @@
 The header says what produced the run (``config``, ``env`` = hardware or simulator profile, ``seed``, library
 version, git commit); every later line is one record (one REINFORCE update, one evaluation round, ...).
 Each append is a single ``write`` of a whole line, flushed and fsynced, so a crash can at worst leave a
-truncated *last* line, which :func:`read` ignores. Figures are drawn from these files, never from memory.
-Used in: Part I, chapters 2-3 (and any chapter that logs runs).
+truncated *last* line. One process writes a run: :func:`writer_lock` (``<log>.lock``, held for the whole run)
+refuses a second. :func:`read` refuses a damaged log with an error naming the file and line: a truncated last
+line (unless ``repair=True``, which drops it and keeps every complete record), a line that is not JSON, a
+second header, or ``update`` numbers that do not strictly increase (two writers interleaved). Figures are
+drawn from these files, never from memory. Used in: Part I, chapters 2-3 (and any chapter that logs runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import lib
 from lib import atomic
 
 HEADER_KIND = "header"
+
+
+class RunLogError(ValueError):
+    """A damaged run log; the message names the file and the line."""
+
+
+class RunLogBusy(ValueError):
+    """Another process holds the run's writer lock."""
+
+
+@contextlib.contextmanager
+def writer_lock(path: str):
+    """Hold ``<path>.lock`` (exclusive, released when this process ends, even by SIGKILL) for the block;
+    raise :class:`RunLogBusy` at once if another process holds it."""
+    import filelock
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lock = filelock.FileLock(path + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        name = os.path.basename(path)[: -len(".jsonl")] if path.endswith(".jsonl") else os.path.basename(path)
+        raise RunLogBusy(f"run {name!r} ({path}) is being written by another process (it holds {path}.lock); "
+                         f"wait for it to finish or pick another --name") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def git_commit(repo_dir: str | None = None) -> str | None:
@@ -81,7 +113,8 @@ class RunLog:
         if record.get("kind") == HEADER_KIND:
             raise ValueError("only the first line of a run log may be a header")
         line = _dumps(record)
-        # Repair a truncated last line (a crash mid-write) before appending, so it cannot glue onto ours.
+        # A last line without its newline must not glue onto ours: a whole record is rewritten with one,
+        # a truncated one refused (read raises) -- the caller decides whether to repair.
         with open(self.path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
@@ -102,36 +135,77 @@ class RunLog:
         return read(self.path)
 
 
-def read(path: str) -> tuple[dict, list[dict]]:
-    """Return ``(header, records)``; a truncated last line (from a crash) is ignored.
+class Scan(NamedTuple):
+    """What a log holds: its header, its complete records, and the line number of a truncated last line."""
 
-    Raises ``ValueError`` when the file is empty, its first line is not a header, or a line other than the
-    last is not valid JSON.
-    """
+    header: dict
+    records: list
+    torn_line: int | None
+
+
+def scan(path: str) -> Scan:
+    """Parse and check a log, reporting (not refusing) a truncated last line; see :func:`read`."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no run log at {path!r}")
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().split("\n")
     # A complete file ends with "\n", so the final split element is "" ; anything else is a partial line.
     complete, tail = lines[:-1], lines[-1]
+    torn = None
     if tail.strip():
         try:
             json.loads(tail)
             complete.append(tail)  # a whole record that merely lacks its newline
         except json.JSONDecodeError:
-            pass  # truncated by a crash: ignore
+            torn = len(complete) + 1  # truncated, e.g. by a crash mid-write
     if not complete:
-        raise ValueError(f"run log {path!r} is empty (expected a header line)")
+        raise RunLogError(f"run log {path!r} is empty (expected a header line)")
     parsed = []
     for i, line in enumerate(complete):
         try:
             parsed.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise ValueError(f"run log {path!r}: line {i + 1} is not valid JSON ({e})") from e
+            raise RunLogError(f"run log {path!r}: line {i + 1} is not valid JSON ({e})") from e
+        if not isinstance(parsed[-1], dict):
+            raise RunLogError(f"run log {path!r}: line {i + 1} is not a JSON object")
     header, records = parsed[0], parsed[1:]
-    if not isinstance(header, dict) or header.get("kind") != HEADER_KIND:
-        raise ValueError(f"run log {path!r}: first line must be a header with kind={HEADER_KIND!r}")
-    return header, records
+    if header.get("kind") != HEADER_KIND:
+        raise RunLogError(f"run log {path!r}: first line must be a header with kind={HEADER_KIND!r}")
+    last = None
+    for i, r in enumerate(records):
+        if r.get("kind") == HEADER_KIND:
+            raise RunLogError(f"run log {path!r}: line {i + 2} is a second header (two writers on one log?)")
+        u = r.get("update")
+        if isinstance(u, int) and not isinstance(u, bool):
+            if last is not None and u <= last:
+                raise RunLogError(f"run log {path!r}: line {i + 2} has update {u} after update {last}; update "
+                                  f"numbers must strictly increase (two writers on one log?)")
+            last = u
+    return Scan(header, records, torn)
+
+
+def read(path: str, repair: bool = False) -> tuple[dict, list[dict]]:
+    """Return ``(header, records)`` of a checked log (see the module doc).
+
+    A truncated last line raises :class:`RunLogError` (a ``ValueError``) unless ``repair``, which ignores it
+    here (:func:`repair` removes it from the file). Raises it too when the file is empty, its first line is
+    not a header, a line is not a JSON object, a second header appears, or update numbers do not increase.
+    """
+    s = scan(path)
+    if s.torn_line is not None and not repair:
+        raise RunLogError(f"run log {path!r}: line {s.torn_line} is truncated (a crash mid-write?); pass "
+                          f"--repair to train (repair=True) to drop it and keep the {len(s.records)} complete "
+                          f"records")
+    return s.header, s.records
+
+
+def repair(path: str) -> int:
+    """Drop a truncated last line from the file, keeping every complete record; returns lines dropped (0/1)."""
+    s = scan(path)
+    if s.torn_line is None:
+        return 0
+    rewrite(path, s.header, s.records)
+    return 1
 
 
 def rewrite(path: str, header: dict, records: Iterable[dict]) -> None:

@@ -1,10 +1,16 @@
-"""Run logs: header first, one whole line per record, truncated last lines ignored, atomic rewrite."""
+"""Run logs: header first, one whole line per record, a damaged log refused (file and line), an explicit
+repair of a truncated last line, atomic rewrite, one writer per run."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from lib import runlog
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_write_and_read_back(tmp_path):
@@ -21,15 +27,66 @@ def test_write_and_read_back(tmp_path):
     assert len(lines) == 4 and all(json.loads(line) for line in lines)
 
 
-def test_truncated_last_line_is_ignored_and_repaired_on_append(tmp_path):
+def test_truncated_last_line_is_refused_unless_repaired(tmp_path):
+    """Issue 18, run logs: a truncated last line is no longer silently ignored; repair keeps every record."""
     path = str(tmp_path / "run.jsonl")
     log = runlog.RunLog.create(path, runlog.make_header({}, "e", 0))
     log.append({"kind": "update", "update": 0})
     with open(path, "a") as f:
         f.write('{"kind": "update", "upd')  # a crash mid-write
-    assert len(runlog.read(path)[1]) == 1
+    with pytest.raises(runlog.RunLogError, match=r"run\.jsonl.*line 3 is truncated.*--repair"):
+        runlog.read(path)
+    with pytest.raises(runlog.RunLogError, match="--repair"):  # nothing glues onto a torn line
+        log.append({"kind": "update", "update": 1})
+    assert len(runlog.read(path, repair=True)[1]) == 1 and runlog.scan(path).torn_line == 3
+    assert runlog.repair(path) == 1 and runlog.repair(path) == 0
     log.append({"kind": "update", "update": 1})
     assert [r["update"] for r in runlog.read(path)[1]] == [0, 1]
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"kind": "header"}\n{"kind": "update", "update": 0}')
+    log = runlog.RunLog(str(path))
+    log.append({"kind": "update", "update": 1})
+    assert [r["update"] for r in runlog.read(str(path))[1]] == [0, 1]
+
+
+def test_interleaved_writers_are_refused_naming_file_and_line(tmp_path):
+    """Issue 18, finding 1: a log with updates 0,0,1,1 (two writers) is refused, not read as 4 updates."""
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"kind": "header"}\n' + "".join(f'{{"kind": "update", "update": {u}}}\n'
+                                                    for u in (0, 0, 1, 1)))
+    with pytest.raises(runlog.RunLogError, match=r"run\.jsonl.*line 3 has update 0 after update 0"):
+        runlog.read(str(path))
+    second = tmp_path / "second.jsonl"
+    second.write_text('{"kind": "header"}\n{"kind": "update", "update": 0}\n{"kind": "header"}\n')
+    with pytest.raises(runlog.RunLogError, match="line 3 is a second header"):
+        runlog.read(str(second))
+    scalar = tmp_path / "scalar.jsonl"
+    scalar.write_text('{"kind": "header"}\n3\n')
+    with pytest.raises(runlog.RunLogError, match="line 2 is not a JSON object"):
+        runlog.read(str(scalar))
+
+
+def test_one_writer_per_run(tmp_path):
+    """Issue 18, finding 1: the writer lock refuses a second process at once, naming the run."""
+    path = str(tmp_path / "same.jsonl")
+    holder = ("import sys, time; from lib import runlog\n"
+              "with runlog.writer_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", holder, path], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(runlog.RunLogBusy, match=r"run 'same' .*another process"):
+            with runlog.writer_lock(path):
+                pass
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    with runlog.writer_lock(path):  # a killed holder leaves no stale lock
+        with pytest.raises(runlog.RunLogBusy):  # and the lock is per process, not re-entrant across opens
+            with runlog.writer_lock(path):
+                pass
 
 
 def test_bad_logs(tmp_path):

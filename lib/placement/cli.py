@@ -7,24 +7,36 @@
     python -m lib.placement figures                      # every figure from every log, as HTML
     python -m lib.placement train --profile 1xH200 --node-profile data/runs/gpu_check_<host>_<utc>.json
 
-This module only parses the arguments; the work is ``lib.placement.experiment``'s, which the chapters call too.
-``--device real`` uses the GPUs of this machine. Used in: book/placement/02_the_placer, 03_colocation.
+This module only parses and checks the arguments (every number's range before any work starts); the work is
+``lib.placement.experiment``'s, which the chapters call too. ``--device real`` uses the GPUs of this machine.
+A mistake is one line on stderr and exit 2 (``lib.cli_errors``); ``--debug`` shows its traceback; a run another
+process is writing is refused the same way. Used in: book/placement/02_the_placer, 03_colocation.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import sys
 
+from lib.cli_checks import check_float, check_int
+from lib.cli_errors import OneLineParser, run_cli
 from lib.placement.experiment import (DEFAULT_OUT, EnvSpec, evaluate_run, figures, resolve_run, spec_on_device,
                                       train_run)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m lib.placement", description=__doc__.split("\n")[0])
+PROG = "python -m lib.placement"
+SEED_MAX = 2**32 - 1  # numpy and torch both take 32-bit seeds without surprises
+
+
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train a placer with REINFORCE (resumes an existing log)")
+    t.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    t.add_argument("--repair", action="store_true",
+                   help="drop a truncated last line of the log (keeping every complete record), then resume")
     t.add_argument("--device", choices=("sim", "real"), default="sim")
     t.add_argument("--profile", default="4xT4-pcie", help="hardware profile of the simulator (data/hardware)")
     t.add_argument("--preset", default="49m", help="GPT preset: ci, 49m or 163m")
@@ -49,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--threads", type=int, default=1, help="torch CPU threads for the placer (small LSTMs: 1)")
     e = sub.add_parser("evaluate", help="the head-to-head protocol for a run's picks")
+    e.add_argument("--debug", action="store_true", help="show the traceback of an error")
     e.add_argument("--run", required=True, help="run name or log path")
     e.add_argument("--out", default=DEFAULT_OUT)
     e.add_argument("--rounds-select", type=int, default=4)
@@ -57,28 +70,81 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0, help="shuffling seed; the simulated machine is seed + 1")
     e.add_argument("--device", choices=("sim", "real"), default=None, help="default: the run's own")
     f = sub.add_parser("figures", help="every figure from every log in --out, as HTML")
+    f.add_argument("--debug", action="store_true", help="show the traceback of an error")
     f.add_argument("--out", default=DEFAULT_OUT)
     f.add_argument("--fig-dir", default=None)
     return p
 
 
+def check_train_args(a) -> None:
+    """Every number of ``train`` finite and within a range that says why; the names before any work starts."""
+    from lib import hardware
+    from lib.gpt import PRESETS
+
+    check_int("--n-iters", a.n_iters, 0, 100_000, "each update is one record and one checkpoint; "
+              "100000 updates is hours on the simulator")
+    check_int("--k", a.k, 1, 1024, "placements sampled and measured per update")
+    check_float("--lr", a.lr, 0, 1, lo_open=True, why="Adam's step; above 1 the placer diverges")
+    check_int("--n-micro", a.n_micro, 1, 1024, "micro-batches per step; each must hold at least one sample")
+    if a.mem_cap is not None:
+        check_float("--mem-cap", a.mem_cap, 0, 1, lo_open=True, why="a fraction of each device's memory")
+    check_float("--entropy", a.entropy, 0, 10, why="bonus weight; the costs are sqrt(seconds), below 1")
+    check_int("--hidden", a.hidden, 1, 4096, "LSTM size; the 2018 authors used 512")
+    check_int("--env-seed", a.env_seed, 0, SEED_MAX, "a 32-bit seed")
+    check_int("--seed", a.seed, 0, SEED_MAX, "a 32-bit seed")
+    check_int("--threads", a.threads, 1, max(1, os.cpu_count() or 1), "this machine's CPU count")
+    if a.preset not in PRESETS:
+        raise ValueError(f"--preset: unknown GPT preset {a.preset!r}; allowed: {', '.join(sorted(PRESETS))}")
+    if a.device == "sim" and a.profile not in hardware.names():
+        raise ValueError(f"--profile: unknown hardware profile {a.profile!r}; allowed: "
+                         f"{', '.join(hardware.names())}")
+    if a.node_profile is not None and not os.path.isfile(a.node_profile):
+        raise FileNotFoundError(2, "no such file (--node-profile)", a.node_profile)
+    check_out_folder(a.out)
+    if a.name is not None and (not a.name or os.sep in a.name or a.name.startswith(".")):
+        raise ValueError(f"--name: {a.name!r} is not a file name; allowed: a name without '/' or a leading '.'")
+
+
+def check_out_folder(out: str) -> None:
+    """``--out`` must be a folder (a missing one is created) that this process may write."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise NotADirectoryError(20, "not a folder (--out)", out)
+    if os.path.isdir(out) and not os.access(out, os.W_OK):
+        raise PermissionError(13, "folder not writable (--out)", out)
+
+
+def check_evaluate_args(a) -> None:
+    check_int("--rounds-select", a.rounds_select, 1, 1000, "each round times every candidate")
+    check_int("--rounds-confirm", a.rounds_confirm, 1, 1000, "each round times every pick")
+    check_int("--steps-per-round", a.steps_per_round, 1, 10_000, "timed steps per placement and round")
+    check_int("--seed", a.seed, 0, SEED_MAX - 1, "a 32-bit seed; the machine is seed + 1")
+
+
 def main(argv=None) -> int:
+    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done."""
+    return run_cli(_main, argv)
+
+
+def _main(argv=None) -> int:
     from lib.placement.reinforce import TrainConfig
 
     a = _parser().parse_args(argv)
     if a.cmd == "train":
+        check_train_args(a)
         import torch
 
         torch.set_num_threads(a.threads)
         spec = EnvSpec(a.device, a.profile, a.preset, a.n_micro, a.mem_cap, a.noise, a.env_seed, a.node_profile)
         cfg = TrainConfig(n_iters=a.n_iters, k=a.k, lr=a.lr, baseline=a.baseline, entropy=a.entropy,
                           stop_when_identical=a.stop_when_identical, hidden=a.hidden, seed=a.seed)
-        res = train_run(spec, cfg, a.colocate, a.out, a.name, resume=not a.no_resume, progress=not a.quiet)
+        res = train_run(spec, cfg, a.colocate, a.out, a.name, resume=not a.no_resume, progress=not a.quiet,
+                        repair=a.repair)
         print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
                           "best": list(res.top[0][0]) if res.top else None,
                           "favourite": list(res.favourite) if res.favourite else None,
                           "stopped_early": res.stopped_early}))
     elif a.cmd == "evaluate":
+        check_evaluate_args(a)
         path = resolve_run(a.run, a.out)
         spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
         h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
@@ -87,6 +153,8 @@ def main(argv=None) -> int:
                   f"(se {r['sem_ms']:.2f})")
         print(f"RL pick vs best other: {h2h.gap_s * 1e3:+.1f} ms = {h2h.gap_se:+.1f} standard errors; {h2h.source}")
     else:
+        if not os.path.isdir(a.out):
+            raise FileNotFoundError(2, "no such folder (--out)", a.out)
         rows = figures(a.out, a.fig_dir)
         for r in rows:
             print(json.dumps(r))

@@ -84,19 +84,27 @@ def run_name(spec: EnvSpec, cfg, colocate: bool) -> str:
 
 
 def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_OUT, name: str | None = None,
-              resume: bool = True, progress: bool = True):
-    """Train (or resume) one run on ``spec`` and return its :class:`RunResult`; the log is ``<out>/<name>.jsonl``."""
+              resume: bool = True, progress: bool = True, repair: bool = False):
+    """Train (or resume) one run on ``spec`` and return its :class:`RunResult`; the log is ``<out>/<name>.jsonl``.
+
+    The run's writer lock (``<log>.lock``) is held throughout: a second process training the same run gets
+    ``runlog.RunLogBusy`` at once. ``repair`` first drops a truncated last line of the log (every complete
+    record is kept); a truncated line past the checkpoint, as a crash mid-append leaves, is dropped anyway.
+    """
     from lib.graph import colocate as colocate_groups
     from lib.placement.reinforce import RunResult, train
 
-    env = make_env(spec)
-    if spec.device == "sim" and not spec.noise:
-        cfg = replace(cfg, cache_measurements=True)  # deterministic: identical placements give identical times
-    groups = colocate_groups(env.graph) if colocate else None
     path = os.path.join(out_dir, (name or run_name(spec, cfg, colocate)) + ".jsonl")
-    info = {**spec.to_dict(), "describe": env.describe()}
-    train(env, env.graph, cfg, groups=groups, log_path=path, resume=resume, progress=progress, env_info=info)
-    return RunResult.from_log(path)  # what the chapters show is what the log on disk says
+    with runlog.writer_lock(path):
+        if repair and resume and os.path.exists(path):
+            runlog.repair(path)
+        env = make_env(spec)
+        if spec.device == "sim" and not spec.noise:
+            cfg = replace(cfg, cache_measurements=True)  # deterministic: identical placements give identical times
+        groups = colocate_groups(env.graph) if colocate else None
+        info = {**spec.to_dict(), "describe": env.describe()}
+        train(env, env.graph, cfg, groups=groups, log_path=path, resume=resume, progress=progress, env_info=info)
+        return RunResult.from_log(path)  # what the chapters show is what the log on disk says
 
 
 def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,

@@ -79,6 +79,24 @@ def save_atomic(obj, path: str) -> None:
     atomic.write_bytes(path, buf.getvalue())
 
 
+CHECKPOINT_KEYS = ("n_updates", "placer", "opt", "gen", "env_rng", "baseline", "top", "stopped")
+
+
+def load_checkpoint(path: str) -> dict:
+    """A trainer's state from ``path``; ``ValueError`` naming the file if it is damaged or not a checkpoint."""
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as e:  # torch raises many kinds (RuntimeError, EOFError, UnpicklingError...) for bad bytes
+        raise ValueError(f"{path}: damaged checkpoint ({type(e).__name__}: {' '.join(str(e).split())[:120]}); "
+                         f"delete it and start over with --no-resume") from e
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+    n = state.get("n_updates") if isinstance(state, dict) else None
+    if missing or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{path}: not a REINFORCE checkpoint (missing {missing or 'a valid n_updates'}); "
+                         f"delete it and start over with --no-resume")
+    return state
+
+
 def checkpoint_path(log_path: str) -> str:
     """Where a run log's checkpoint lives: next to it."""
     return log_path + ".ckpt.pt"
@@ -94,7 +112,8 @@ def open_run_log(path: str, resume: bool, make_header: Callable[[], dict], confi
     """
     ckpt = checkpoint_path(path)
     if resume and os.path.exists(path):
-        header, records = runlog.read(path)
+        scanned = runlog.scan(path)  # refuses interleaved writers, second headers, bad JSON (file and line)
+        header, records = scanned.header, scanned.records
         check_signature(header, signature, path)
         mine = {k: v for k, v in config.items() if k not in RESUMABLE_KEYS}
         theirs = {k: v for k, v in header.get("config", {}).items() if k not in RESUMABLE_KEYS}
@@ -104,17 +123,25 @@ def open_run_log(path: str, resume: bool, make_header: Callable[[], dict], confi
                              f"use another output path or resume=False")
         if header.get("env") != env_info:
             raise ValueError(f"{path} was written on env {header.get('env')!r}, not {env_info!r}")
-        state = None
-        if os.path.exists(ckpt):
-            state = torch.load(ckpt, weights_only=False)
-            n = state["n_updates"]
-            if len(records) < n:
-                raise ValueError(f"{path} has {len(records)} records but its checkpoint is at update {n}")
-            if len(records) > n:  # killed between writing a record and its checkpoint: redo that update
-                runlog.rewrite(path, header, records[:n])
-                records = records[:n]
-        elif records:
+        state = load_checkpoint(ckpt) if os.path.exists(ckpt) else None
+        n = state["n_updates"] if state is not None else 0
+        if state is None and records:
             raise ValueError(f"{path} has {len(records)} records but no checkpoint {ckpt!r}; cannot resume")
+        if len(records) < n:
+            raise ValueError(f"{path} has {len(records)} complete records but its checkpoint is at update {n}; "
+                             f"start over with --no-resume (resume=False)")
+        # A truncated last line *past* the checkpoint is what a crash of this run's own writer leaves (killed
+        # mid-append): that update is redone anyway, so dropping it loses nothing. Inside the checkpointed
+        # records it is damage, and only an explicit --repair (runlog.repair) may drop it.
+        if scanned.torn_line is not None and scanned.torn_line - 2 < n:
+            runlog.read(path)  # raises: names the file and line, says to pass --repair
+        numbers = [r.get("update") for r in records[:n]]
+        if numbers != list(range(n)):
+            raise runlog.RunLogError(f"run log {path!r}: its first {n} records should be updates 0..{n - 1} "
+                                     f"(the checkpoint's); got {numbers[:8]}...")
+        if len(records) > n or scanned.torn_line is not None:  # killed between a record and its checkpoint
+            runlog.rewrite(path, header, records[:n])           # (or mid-append): redo that update
+            records = records[:n]
         log = runlog.RunLog(path)
         if config["n_iters"] > header["config"]["n_iters"]:  # an extended run: keep the header honest
             header["config"]["n_iters"] = config["n_iters"]

@@ -7,6 +7,8 @@ their fastest timing and the final favourite (greedy decoding). Used in: Part I,
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, fields
 from typing import Sequence
 
@@ -35,6 +37,18 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self):
+        # exact types first (a run config read back from a log's header must not be coerced): ints reject
+        # 1.5, true and "2"; floats must be finite
+        for name in ("n_iters", "k", "top_n", "hidden", "op_embed", "dev_embed", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ValueError(f"{name} must be an integer; got {v!r}")
+        for name in ("lr", "baseline_decay", "entropy", "grad_clip", "logit_tanh"):
+            v = getattr(self, name)
+            if v is None and name in ("grad_clip", "logit_tanh"):
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number; got {v!r}")
         if self.baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
         if self.k < 1:
@@ -51,6 +65,11 @@ class TrainConfig:
             raise ValueError(f"entropy (bonus weight) must be >= 0; got {self.entropy}")
         if self.top_n < 1:
             raise ValueError(f"top_n must be >= 1; got {self.top_n}")
+        if min(self.hidden, self.op_embed, self.dev_embed) < 1:
+            raise ValueError(f"hidden, op_embed and dev_embed must be >= 1; got {self.hidden}, {self.op_embed}, "
+                             f"{self.dev_embed}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0 or None; got {self.grad_clip}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -47,11 +47,17 @@ def test_train_evaluate_figures(tmp_path, capsys):
     assert sorted(os.listdir(os.path.join(out, "figures"))) == ["r.eval.html", "r.eval.phases.html", "r.html"]
 
 
+def one_error_line(args, capsys, match):
+    """A user error: exit 2 and exactly one line on stderr (lib.cli_errors)."""
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and match in err[0], err
+
+
 def test_errors(tmp_path, capsys):
-    with pytest.raises(ValueError, match="no run log"):
-        cli.main(["evaluate", "--run", "missing", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="leave-one-out"):
-        cli.main(["train", "--k", "1", "--baseline", "leave_one_out", "--out", str(tmp_path)])
+    one_error_line(["evaluate", "--run", "missing", "--out", str(tmp_path)], capsys, "no run log")
+    one_error_line(["train", "--k", "1", "--baseline", "leave_one_out", "--out", str(tmp_path)], capsys,
+                   "leave-one-out")
     # a log written for another model cannot be evaluated against this one
     run_cli(["train", "--preset", "ci", "--n-iters", "1", "--k", "2", "--out", str(tmp_path), "--quiet", "--name",
              "small"], capsys)
