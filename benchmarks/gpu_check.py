@@ -6,10 +6,10 @@ One command, on any machine with a CUDA GPU (under 8 minutes on one GPU):
     python benchmarks/gpu_check.py --presets 49m --oom-attempts 50
 
 For every preset it times the everything-on-``cuda:0`` training step with ``lib.placement.torch_env`` (the
-seed's protocol: 2 warm-up steps, median of 5, every device synchronised between phases), profiles every
+write-up's protocol: 2 warm-up steps, median of 5, every device synchronised between phases), profiles every
 node's forward and backward on that GPU (the per-node profiler the simulator can use instead of its
 roofline), and simulates the same step with the matching hardware profile, once from datasheet figures and
-once from the measured node profile. Then it runs the out-of-memory recovery loop the seed's experiment C
+once from the measured node profile. Then it runs the out-of-memory recovery loop the write-up's experiment C
 crashed in (about 200 recoveries): many steps under a memory cap too small for the model, each caught and
 charged, then one normal step to show the process is still healthy. The report goes to
 ``data/runs/gpu_check_<host>_<utc>.json`` (written atomically) with the GPU, torch version and git commit.
@@ -242,7 +242,7 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
             m = env.measure(single)
             ooms += int(m.oom)
             allocated.append(allocated_now())
-    except Exception as e:  # the seed's run died here ("CUDA launch failure"); record it, do not hide it
+    except Exception as e:  # the write-up's run died here ("CUDA launch failure"); record it, do not hide it
         error = f"{type(e).__name__}: {e}"
     finally:  # never leave the card capped for what runs next
         if cuda:
@@ -313,7 +313,7 @@ def main(argv=None) -> int:
     ap.add_argument("--presets", default="ci,49m,163m", help="comma-separated GPT presets")
     ap.add_argument("--repeats", type=int, default=3, help="measurements (each the median of 5 steps) per preset")
     ap.add_argument("--oom-attempts", type=int, default=1000,
-                    help="steps of the OOM recovery loop (0 to skip); the seed's run died after about 200")
+                    help="steps of the OOM recovery loop (0 to skip); the write-up's run died after about 200")
     ap.add_argument("--oom-preset", default="49m")
     ap.add_argument("--reinforce-updates", type=int, default=3, help="updates of the short real REINFORCE run (0 to skip)")
     ap.add_argument("--reinforce-preset", default="49m")
@@ -352,7 +352,7 @@ def main(argv=None) -> int:
         profile = profile_for_gpu(props.name)
         log(f"gpu_check on {props.name} ({props.total_memory / 2**30:.2f} GiB), torch {torch.__version__}, "
             f"hardware profile {profile or 'none matches'}")
-        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as in the seed (the default, made explicit)
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as in the write-up (the default, made explicit)
         torch.backends.cudnn.allow_tf32 = False
     rows = [check_preset(p, profile, a.repeats, log, a.device, a.profile_repeats) for p in a.presets.split(",") if p]
     oom = oom_recovery(a.oom_preset, a.oom_attempts, log, a.device) if a.oom_attempts > 0 else None

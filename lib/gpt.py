@@ -58,7 +58,7 @@ PRESETS: dict[str, GPTConfig] = {
 
 
 def preset(name: str) -> GPTConfig:
-    """The config called ``name``: ``ci`` (tiny, for tests), ``49m`` (the seed's model) or ``163m``."""
+    """The config called ``name``: ``ci`` (tiny, for tests), ``49m`` (the write-up's model) or ``163m``."""
     if name not in PRESETS:
         raise ValueError(f"unknown GPT preset {name!r}; allowed: {sorted(PRESETS)}")
     return PRESETS[name]

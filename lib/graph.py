@@ -137,7 +137,7 @@ class Graph:
 def colocate(graph: Graph) -> tuple[tuple[int, ...], ...]:
     """The paper's co-location rule: an op whose output has exactly one consumer joins its consumer's group.
 
-    Residual edges count as consumers. That is what makes the rule give the seed's groups on a GPT: the
+    Residual edges count as consumers. That is what makes the rule give the write-up's groups on a GPT: the
     embedding and every residual add feed two consumers (the next layer norm and the next add), so each ends a
     group; a block splits into {ln1, attn, add1} and {ln2, mlp, add2}; the last add2 has one consumer (the
     final norm), so the final group is {ln2, mlp, add2, ln_f, head, loss}. On the 49M GPT: 1 + 2 x 6 = 13

@@ -1,8 +1,8 @@
 """Hand-made placements of the GPT chain: what the RL placer is compared with.
 
-- single device: everything on one GPU (the seed takes the best of 4);
+- single device: everything on one GPU (the write-up takes the best of 4);
 - the human two-GPU split: blocks 1-3 (with the embedding) on one GPU, blocks 4-6 with the final norm, head
-  and loss on another (the seed's wording), tried on the seed's three GPU pairs;
+  and loss on another (the write-up's wording), tried on the write-up's three GPU pairs;
 - a k-way layer split: contiguous runs of blocks per device, as even as possible (6 blocks on 4 devices: 2, 2,
   1, 1), the embedding with the first and the final norm, head and loss with the last;
 - a k-stage pipeline: contiguous stages cut only between co-location groups (never between the head and the
@@ -19,7 +19,7 @@ import numpy as np
 
 from lib.graph import Graph, Node, colocate
 
-#: The seed's three GPU pairs for the two-GPU split (adjacent pairs of a 4-GPU machine).
+#: The write-up's three GPU pairs for the two-GPU split (adjacent pairs of a 4-GPU machine).
 HUMAN_PAIRS: tuple[tuple[int, int], ...] = ((0, 1), (1, 2), (2, 3))
 
 Labelled = list[tuple[str, tuple[int, ...]]]
@@ -76,7 +76,7 @@ def layer_split(graph: Graph, devices: Sequence[int], n_devices: int | None = No
 
 
 def human_split(graph: Graph, dev_a: int, dev_b: int, n_devices: int | None = None) -> tuple[int, ...]:
-    """The seed's human split: first half of the blocks (and the embedding) on ``dev_a``, the rest and the
+    """The write-up's human split: first half of the blocks (and the embedding) on ``dev_a``, the rest and the
     head on ``dev_b``."""
     return layer_split(graph, (dev_a, dev_b), n_devices)
 
@@ -134,7 +134,7 @@ def single_devices(graph: Graph, n_devices: int) -> Labelled:
 
 
 def human_two_gpu(graph: Graph, n_devices: int, pairs: Sequence[tuple[int, int]] = HUMAN_PAIRS) -> Labelled:
-    """The human two-GPU split on each pair (the seed's three pairs by default) that fits ``n_devices``."""
+    """The human two-GPU split on each pair (the write-up's three pairs by default) that fits ``n_devices``."""
     return [(f"human 2-GPU split on {a},{b}", human_split(graph, a, b, n_devices))
             for a, b in pairs if max(a, b) < n_devices]
 

@@ -12,9 +12,9 @@ import contextlib
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
-#: A placement that runs out of memory is charged this many seconds (the seed's rule).
+#: A placement that runs out of memory is charged this many seconds (the write-up's rule).
 OOM_PENALTY_S: float = 10.0
-#: The seed's timing protocol: 2 warm-up steps, then the median of 5 timed steps.
+#: The write-up's timing protocol: 2 warm-up steps, then the median of 5 timed steps.
 WARMUP_STEPS: int = 2
 TIMED_STEPS: int = 5
 
@@ -117,7 +117,7 @@ def check_mem_cap(mem_cap):
 @contextlib.contextmanager
 def phases_synchronised(env):
     """Inside the block, ``env`` synchronises every device between forward, backward and optimizer (the
-    seed's per-phase table); the plain step, which is what rewards and the head-to-head time, is restored."""
+    write-up's per-phase table); the plain step, which is what rewards and the head-to-head time, is restored."""
     if not hasattr(env, "set_sync_phases"):
         yield env
         return

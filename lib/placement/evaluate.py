@@ -1,10 +1,10 @@
-"""The seed's head-to-head protocol: pick one placement per side fairly, then re-time only the picks.
+"""The write-up's head-to-head protocol: pick one placement per side fairly, then re-time only the picks.
 
-Selection: ``rounds_select`` rounds (the seed: 4); in each, every candidate of every side is timed once, in a
-freshly shuffled order, for ``steps_per_round`` timed steps (the seed: 10). Each side's pick is its candidate
+Selection: ``rounds_select`` rounds (the write-up: 4); in each, every candidate of every side is timed once, in a
+freshly shuffled order, for ``steps_per_round`` timed steps (the write-up: 10). Each side's pick is its candidate
 with the lowest mean over the selection rounds: the RL side chooses from the run's top 5 and its final
 favourite, the single-GPU side from the 4 GPUs, the human side from its two-GPU splits over three GPU pairs.
-Confirmation: ``rounds_confirm`` fresh rounds (the seed: 8), shuffled, time only the picks and the fixed
+Confirmation: ``rounds_confirm`` fresh rounds (the write-up: 8), shuffled, time only the picks and the fixed
 baselines. Only confirmation timings are reported (selection timings are never re-used: the best of several
 noisy timings is flattered by luck). Each entry gets mean ± standard deviation over rounds and the standard
 error of the mean; the gap between the RL pick and the best other entry is given in standard errors of the
@@ -287,7 +287,7 @@ class PhaseTiming:
 
 def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> PhaseTiming:
     """Per-phase (forward, backward, optimizer) medians of each placement, e.g. the winner vs the best GPU,
-    with every device synchronised between phases as in the seed's table (the env is restored afterwards)."""
+    with every device synchronised between phases as in the write-up's table (the env is restored afterwards)."""
     if not placements:
         raise ValueError("placements is empty: give at least one (label, placement)")
     if n_steps < 1:
@@ -306,13 +306,13 @@ def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> 
     return PhaseTiming(tuple(labels), tuple(out), n_steps, env.describe() + "; devices synchronised between phases")
 
 
-# --- the seed's sides, from the hand-made placements of lib.placement.baselines ---
+# --- the write-up's sides, from the hand-made placements of lib.placement.baselines ---
 
 def seed_sides(run, graph, n_devices: int) -> tuple[dict, list]:
-    """The seed's sides and fixed baselines for a run: ``({"rl", "single_gpu", "human_2gpu"}, fixed)``.
+    """The write-up's sides and fixed baselines for a run: ``({"rl", "single_gpu", "human_2gpu"}, fixed)``.
 
     rl: the run's top 5 and final favourite; single_gpu: every device; human_2gpu: the two-GPU split on the
-    seed's three GPU pairs; fixed: the four-way layer split and the pipelines of ``lib.placement.baselines``.
+    write-up's three GPU pairs; fixed: the four-way layer split and the pipelines of ``lib.placement.baselines``.
     """
     from lib.placement import baselines as bl
 

@@ -17,7 +17,7 @@ from typing import Sequence
 from lib.graph import STATE_BYTES_PER_PARAM, Graph, peak_memory_estimate
 
 #: Calibration constant: the caching allocator's overhead on top of the accounted bytes (block rounding,
-#: fragmentation, cuBLAS workspaces). Chosen so that the seed's experiment C holds at mem_cap 0.24 on a T4:
+#: fragmentation, cuBLAS workspaces). Chosen so that the write-up's experiment C holds at mem_cap 0.24 on a T4:
 #: the human two-GPU split runs out of memory while the four-way layer split fits. Any value in about
 #: 1.17-1.28 does; 1.2 is the middle. It multiplies ``lib.graph.peak_memory_estimate``.
 ALLOC_OVERHEAD: float = 1.2

@@ -20,7 +20,7 @@ The model, in the order a step runs (everything per micro-batch when ``n_micro >
   of its nodes (fill and drain keeps all micro-batches'), one copy of every tensor it receives, and the largest
   output + transient of its nodes for one micro-batch (the 823 MB logits, their softmax and gradient): the
   formula of ``lib.graph.peak_memory_estimate``, times ``ALLOC_OVERHEAD`` for the caching allocator. Above
-  the cap, the measurement is the seed's 10 s out-of-memory charge.
+  the cap, the measurement is the write-up's 10 s out-of-memory charge.
 - **Noise** (off by default): per-machine device speed factors, and per-measurement jitter that is larger when
   the placement spans several devices; the reported time is the median of ``TIMED_STEPS`` jittered steps.
 
@@ -70,7 +70,7 @@ class SimPlacementEnv:
     a placement may use, in (0, 1]; None means all of it. noise: a ``NoiseModel`` or None (deterministic).
     seed: an int or a ``numpy.random.Generator`` for the noise. node_profile: measured per-node times for
     devices whose name matches ``NodeProfile.device_name``. sync_phases: synchronise every device between
-    forward, backward and optimizer (as ``torch_env`` does when it times phases); off, the seed's plain step.
+    forward, backward and optimizer (as ``torch_env`` does when it times phases); off, the write-up's plain step.
     alloc_overhead: multiplier on the accounted memory (``ALLOC_OVERHEAD``).
     """
 

@@ -2,7 +2,7 @@
 
 A simulated machine draws one speed factor per device when it is built; every measurement then draws an offset
 (larger when the placement spans several devices) and a jitter per timed step, and reports the median of
-``TIMED_STEPS`` steps, as the seed's timing protocol does. Randomness comes only from the generator passed in.
+``TIMED_STEPS`` steps, as the write-up's timing protocol does. Randomness comes only from the generator passed in.
 Used in: Part I, chapters 1 and 3 (why best-of-many timings flatter).
 """
 
@@ -22,7 +22,7 @@ class NoiseModel:
 
     device_speed_sd: per machine, each device's compute times are scaled by 1 + N(0, sd) (no two T4s alike).
     single_device_sd_s / multi_device_sd_s: standard deviation of a per-measurement offset, in seconds, for a
-        placement on one device / on several (the seed: single-GPU timings vary by under 1 ms; a multi-GPU
+        placement on one device / on several (the write-up: single-GPU timings vary by under 1 ms; a multi-GPU
         timing can be off by 5 to 15 ms).
     step_sd_fraction: per-step jitter inside one measurement, as a fraction of that offset's sd.
     """

@@ -4,8 +4,8 @@
 forward, backward and an AdamW step; activations are copied (``.to(device)``) on every edge that crosses
 devices, and autograd copies their gradients back. Optimizer state lives on each parameter's device (one AdamW
 per device, rebuilt when the placement changes; its state is created in the first warm-up step). The step
-time is the median of ``timed`` steps after ``warmup`` steps (the seed's 2 + 5), every device synchronised
-before and after each step; with ``sync_phases`` also between forward, backward and optimizer (the seed's
+time is the median of ``timed`` steps after ``warmup`` steps (the write-up's 2 + 5), every device synchronised
+before and after each step; with ``sync_phases`` also between forward, backward and optimizer (the write-up's
 per-phase table, what ``evaluate.phase_timing`` switches on), which costs a multi-device step its overlap.
 Weights keep training from measurement to measurement; timings do not depend on them.
 

@@ -1,4 +1,4 @@
-"""Tests for lib/placement/baselines.py: the seed's hand-made placements, read from node names independently,
+"""Tests for lib/placement/baselines.py: the write-up's hand-made placements, read from node names independently,
 and the balanced pipeline cut against brute force."""
 
 import itertools

@@ -1,5 +1,5 @@
 """Tests for lib/placement/sim_env.py: hand-computed tiny steps, pipeline and monotonicity properties, the
-memory model against the seed's facts, the calibration against the seed's ~230 ms, noise, and bad input."""
+memory model against the write-up's facts, the calibration against the write-up's ~230 ms, noise, and bad input."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from lib.placement.sim_env import (ADAMW_BYTES_PER_PARAM, ALLOC_OVERHEAD, NodePr
                                    SimPlacementEnv, calibrate_flops_efficiency)
 from tests import ROOT
 
-SEED_SINGLE_T4_S = 0.230  # quoted from the seed: the everything-on-one-GPU step of the 49m GPT
+SEED_SINGLE_T4_S = 0.230  # quoted from the write-up: the everything-on-one-GPU step of the 49m GPT
 
 
 def toy_profile(n_devices=2, kind="shared-bus", bw=1e9, latency=1e-3, flops=1e12, mem_bw=1e12):
@@ -115,7 +115,7 @@ def test_sync_phases_never_faster_and_equal_without_overlap():
 
 
 def test_phase_timing_synchronises_phases_and_restores_the_plain_step():
-    """The seed's phase table syncs between phases; rewards and the head-to-head time the plain step."""
+    """The write-up's phase table syncs between phases; rewards and the head-to-head time the plain step."""
     from lib.placement.evaluate import phase_timing
 
     env = SimPlacementEnv("49m", "4xT4-pcie", n_micro=4)
@@ -186,7 +186,7 @@ def test_trace_agrees_with_measure():
     assert sum(e.kind == "forward" for e in events) == 2 * 40
 
 
-# --- the seed's machine -------------------------------------------------------------------------------------
+# --- the write-up's machine -------------------------------------------------------------------------------------
 
 def test_single_t4_step_is_within_20_percent_of_the_seed():
     m = SimPlacementEnv("49m", "4xT4-pcie").measure([0] * 40)
@@ -314,7 +314,7 @@ def test_multi_device_timings_are_noisier_and_best_of_many_flatters():
     env = SimPlacementEnv("49m", "4xT4-pcie", noise=NoiseModel(device_speed_sd=0.0), seed=3)
     single = [env.measure([0] * 40).step_s for _ in range(200)]
     split = [env.measure([0] * 20 + [1] * 20).step_s for _ in range(200)]
-    assert np.std(single) < 0.001 < np.std(split)  # the seed: under 1 ms vs 5-15 ms
+    assert np.std(single) < 0.001 < np.std(split)  # the write-up: under 1 ms vs 5-15 ms
     truth = SimPlacementEnv("49m", "4xT4-pcie").measure([0] * 20 + [1] * 20).step_s
     assert min(split) < truth - 0.005  # the best of many is flattered by luck
     assert abs(np.mean(split) - truth) < 0.002

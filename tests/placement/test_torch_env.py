@@ -169,7 +169,7 @@ def test_a_logical_card_is_a_t4_as_the_hardware_profile_describes_it():
 @pytest.mark.parametrize("n_micro", [1, 4])
 def test_both_executors_give_the_same_oom_verdicts_for_the_baselines_at_cap_024(n_micro):
     """Experiment C on the 49m GPT, from the estimate only (no 49m step runs): the CPU executor used the raw
-    estimate, so it let the human two-GPU split fit where the simulator (and the seed) run out of memory."""
+    estimate, so it let the human two-GPU split fit where the simulator (and the write-up) run out of memory."""
     env = TorchPlacementEnv("49m", ["cpu"] * 4, n_micro=n_micro, mem_cap=0.24)
     sim = SimPlacementEnv("49m", "4xT4-pcie", n_micro=n_micro, mem_cap=0.24)
     verdicts = {}
@@ -177,7 +177,7 @@ def test_both_executors_give_the_same_oom_verdicts_for_the_baselines_at_cap_024(
         assert env.estimated_peak_bytes(p) == sim.peak_memory(p)
         verdicts[label] = sim.measure(p).oom
         assert env.estimated_oom(p) == budget_check_verdict(env, p) == verdicts[label], label
-    if n_micro == 1:  # the seed's facts of experiment C
+    if n_micro == 1:  # the write-up's facts of experiment C
         assert verdicts["human 2-GPU split on 0,1"] and not verdicts["4-way layer split"]
 
 
