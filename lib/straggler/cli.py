@@ -1,18 +1,27 @@
 """``python -m lib.straggler``: the five ways to run the same two weeks, printed in a terminal (``--json`` for
-machines). Used in: book/stragglers/01_the_one_slow_gpu."""
+machines). Every number is checked up front (finite, within a range that says why); a mistake is one line on
+stderr and exit 2 (``lib.cli_errors``), ``--debug`` shows its traceback. Used in:
+book/stragglers/01_the_one_slow_gpu."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from lib.cli_checks import check_float, check_int
+from lib.cli_errors import OneLineParser, run_cli
 from lib.straggler.model import FailureModel, backup_count, optimal_interval_min, step_efficiency, young_daly_min
 from lib.straggler.simulate import five_ways
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m lib.straggler", description="The five ways to run the same two weeks "
+#: Upper bounds, with why: the exact step model's cost grows with the GPU count (10^7 is 100x the largest
+#: clusters and about a second), the simulation steps once per failure (a year is at most ~10^5 per row).
+MAX_GPUS, MAX_DAYS = 10_000_000, 365.0
+MIN_MTBF_GPU_H, MAX_MTBF_GPU_H = 1.0, 1e9
+
+
+def parse_args(argv=None):
+    p = OneLineParser(prog="python -m lib.straggler", description="The five ways to run the same two weeks "
                                 "(too often, Young-Daly, too rarely, Young-Daly + 2% backups, your settings).")
     p.add_argument("--gpus", type=int, default=16_384, help="GPUs in the cluster (default 16384)")
     p.add_argument("--interval", type=float, default=120.0, help="your checkpoint interval, minutes (default 120)")
@@ -23,21 +32,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mtbf-gpu-h", type=float, default=FailureModel().per_gpu_mtbf_h,
                    help="mean hours between failures of one GPU (default: Meta's Llama 3 figure, 50677 h)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    return p.parse_args(argv)
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    a = p.parse_args(argv)
+    check_int("--gpus", a.gpus, 1, MAX_GPUS, "100x the largest clusters; the step model's cost grows with it")
+    check_float("--interval", a.interval, 0, 1e9, lo_open=True, why="minutes between checkpoints")
+    check_float("--backups", a.backups, 0, 100, why="a percentage of the cluster; more only adds cost")
+    check_float("--days", a.days, 0, MAX_DAYS, lo_open=True,
+                why="a year at most: the simulation steps once per failure")
+    check_int("--seed", a.seed, 0, 2**32 - 1, "a 32-bit seed")
+    check_float("--mtbf-gpu-h", a.mtbf_gpu_h, MIN_MTBF_GPU_H, MAX_MTBF_GPU_H,
+                why="hours between failures of one GPU; Llama 3 measured 50677")
+    return a
 
 
 def main(argv=None) -> int:
+    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done."""
+    return run_cli(_main, argv)
+
+
+def _main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        if args.backups < 0:
-            raise ValueError(f"--backups must be a percentage >= 0; got {args.backups}")
-        failure = FailureModel(per_gpu_mtbf_h=args.mtbf_gpu_h, run_days=args.days)
-        comparison, _ = five_ways(args.gpus, args.interval, args.backups / 100, args.days, args.seed, failure=failure)
-        b = backup_count(args.gpus, 0.02)
-        mtbf = failure.cluster_mtbf_min(args.gpus)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    failure = FailureModel(per_gpu_mtbf_h=args.mtbf_gpu_h, run_days=args.days)
+    comparison, _ = five_ways(args.gpus, args.interval, args.backups / 100, args.days, args.seed, failure=failure)
+    b = backup_count(args.gpus, 0.02)
+    mtbf = failure.cluster_mtbf_min(args.gpus)
     summary = {
         "cluster_mtbf_h": mtbf / 60,
         "young_daly_min": young_daly_min(mtbf, failure.checkpoint_min),

@@ -99,6 +99,7 @@ def backup_count(n_gpus: int, share: float = 0.02) -> int:
     """Backup GPUs for a backup ``share`` of ``n_gpus``: ceil(share * n_gpus) (1 for 8 GPUs, 328 for 16,384)."""
     _check_gpus(n_gpus)
     _check(math.isfinite(share) and share >= 0, "backup share", share, ">= 0")
+    _check(share * n_gpus <= 1e12, "backup share", share, "at most 1e12 GPUs in all")  # float -> int stays exact
     return int(math.ceil(round(share * n_gpus, 9)))
 
 
@@ -212,8 +213,10 @@ def p_wait(n_gpus: int, n_backup: int = 0, model: StepModel = StepModel()) -> fl
         log_fh, log_fk = _log_cdfs(n_gpus, int(k), z, model)
         dens_k = k * np.exp(-z + (k - 1) * np.log1p(-np.exp(-np.maximum(z, 1e-300))))  # density of X_k
         p_h_above = float(np.dot(w, dens_k * -np.expm1(log_fh)))  # P(H > S_k)
-        total += p * (1.0 - p_h_above)
-    return total
+        total += p * (1.0 - min(max(p_h_above, 0.0), 1.0))
+    # the truncated Poisson sum and the quadrature are each exact to ~1e-13; at a million GPUs, where nearly
+    # every step waits, that rounding lands just above 1: a probability is clamped to [0, 1]
+    return min(max(total, 0.0), 1.0)
 
 
 def step_efficiency(n_gpus: int, n_backup: int = 0, model: StepModel = StepModel()) -> float:
@@ -239,13 +242,16 @@ def expected_segment_min(interval_min, mtbf_min, checkpoint_min=1.0, restart_min
 def checkpoint_shares(interval_min, mtbf_min, checkpoint_min=1.0, restart_min=5.0) -> dict:
     """Expected shares of wall time: ``kept`` (training that survived), ``checkpoint`` (writing, completed or
     interrupted) and ``lost`` (thrown-away work plus restarts). Interrupted writes count in two shares."""
-    e_t = expected_segment_min(interval_min, mtbf_min, checkpoint_min, restart_min)
+    _check_interval(interval_min, mtbf_min, checkpoint_min, restart_min)
     tau = np.asarray(interval_min, dtype=float)
-    return {
-        "kept": tau / e_t,
-        "checkpoint": mtbf_min * math.expm1(checkpoint_min / mtbf_min) / e_t,
-        "lost": 1.0 - (tau + checkpoint_min) / e_t,
-    }
+    x, y = checkpoint_min / mtbf_min, (tau + checkpoint_min) / mtbf_min
+    scale = mtbf_min / (mtbf_min + restart_min)
+    with np.errstate(over="ignore"):  # a segment of hundreds of MTBFs: e^(a/M) overflows, its share -> 0
+        e_t = (mtbf_min + restart_min) * np.expm1(y)
+        kept, done = tau / e_t, (tau + checkpoint_min) / e_t
+    # M (e^x - 1) / E[T] written as e^(x - y) (1 - e^-x) / (1 - e^-y): finite where e^x itself overflows
+    ckpt = scale * np.exp(x - y) * -np.expm1(-x) / -np.expm1(-y) if checkpoint_min > 0 else 0.0 * y
+    return {"kept": kept, "checkpoint": ckpt, "lost": 1.0 - done}
 
 
 def expected_failures(run_min: float, mtbf_min: float, restart_min: float = 5.0) -> float:
@@ -288,7 +294,13 @@ def optimal_interval_min(mtbf_min: float, checkpoint_min: float = 1.0) -> float:
     d = checkpoint_min / mtbf_min
     if d == 0:
         return 0.0
+    if d < 1e-12:  # 1 + W0 cancels to 0 here; the Young-Daly series is exact to double precision
+        return mtbf_min * (math.sqrt(2 * d) - 2 * d / 3)
+    if d > 30:  # 1 - t = e^(-t - d) rounds to e^(-1 - d): the root is 1 to double precision
+        return mtbf_min * -math.expm1(-1 - d)
     t = 1 + lambert_w0(-math.exp(-1 - d))
     for _ in range(5):  # g(t) = ln(1 - t) + t + d, g'(t) = -t / (1 - t)
+        if not 0 < t < 1:
+            break
         t -= (math.log1p(-t) + t + d) / (-t / (1 - t))
     return mtbf_min * t

@@ -48,17 +48,19 @@ class RunResult:
     lost_min: float
     gaps: tuple = field(default=(), repr=False)
 
+    # shares are sums of many minutes over the run's minutes: with 10^5 failures their rounding can land a
+    # hair outside [0, 1] (lost 1.0000000000000002), so they are clamped
     @property
     def kept_share(self) -> float:
-        return self.kept_min / self.run_min
+        return _share(self.kept_min / self.run_min)
 
     @property
     def checkpoint_share(self) -> float:
-        return self.checkpoint_min / self.run_min
+        return _share(self.checkpoint_min / self.run_min)
 
     @property
     def lost_share(self) -> float:
-        return self.lost_min / self.run_min
+        return _share(self.lost_min / self.run_min)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,6 +70,10 @@ class RunResult:
         d = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         d["gaps"] = tuple(tuple(g) for g in d.get("gaps", ()))
         return cls(**d)
+
+
+def _share(x: float) -> float:
+    return min(max(x, 0.0), 1.0)
 
 
 def simulate_run(interval_min: float, mtbf_min: float, gaps: FailureGaps, run_min: float,

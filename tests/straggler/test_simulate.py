@@ -182,9 +182,9 @@ def test_cli_json(capsys):
     assert out["rows"][-1]["n_backup"] == 328
 
 
-@pytest.mark.parametrize("argv, message", [(["--gpus", "-8"], "n_gpus"), (["--interval", "0"], "interval_min"),
-                                            (["--backups", "-1"], "--backups"), (["--mtbf-gpu-h", "0"], "mtbf"),
-                                            (["--days", "-1"], "days")])
+@pytest.mark.parametrize("argv, message", [(["--gpus", "-8"], "--gpus"), (["--interval", "0"], "--interval"),
+                                            (["--backups", "-1"], "--backups"), (["--mtbf-gpu-h", "0"], "--mtbf-gpu-h"),
+                                            (["--days", "-1"], "--days")])
 def test_cli_bad_input(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
