@@ -4,20 +4,40 @@
     python -m lib.rerun --params 4gpu --chapters book/galvatron/04_from_plan_to_run
     python -m lib.rerun --params 4gpu --resume runs/4gpu-20261201T120000Z
     python -m lib.rerun --book-from runs/4gpu-20261201T120000Z   # HTML in _build/html, nothing executed
+
+A mistake (unknown set, bad YAML, a run folder that is not one) is one line on stderr and exit 2
+(``lib.cli_errors``); ``--debug`` shows its traceback; a chapter that failed gives exit 1.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
+from lib.cli_errors import OneLineParser, run_cli
+
 
 def main(argv=None) -> int:
+    """The CLI: 0 when every chapter ran, 1 when one failed, 2 for a user error (one line on stderr)."""
+    return run_cli(_main, argv)
+
+
+def _main(argv=None) -> int:
+    import yaml
+
+    try:
+        return _run(argv)
+    except FileExistsError as exc:  # a run folder that is already there: the user's to move
+        raise ValueError(f"{exc.filename or exc}: already exists; pick another --runs-root or --resume it") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--params: not valid YAML ({' '.join(str(exc).split())})") from exc
+
+
+def _run(argv) -> int:
     from lib.rerun import execute, params, replay
 
-    ap = argparse.ArgumentParser(prog="python -m lib.rerun", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m lib.rerun", description=__doc__.splitlines()[0])
     ap.add_argument("--params", help=f"a parameter set: {', '.join(params.available())}, or a .yaml path")
     ap.add_argument("--chapters", nargs="+", metavar="CHAPTER", help="book/<part>/<name> (default: every chapter)")
     ap.add_argument("--runs-root", default=os.path.join(params.ROOT, "runs"), help="where run folders go")
@@ -26,28 +46,32 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="with --book-from: folder that receives _build/html (default: repo)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (CI logs)")
     ap.add_argument("--list", action="store_true", help="list the parameter sets and chapters, then exit")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of an error")
     a = ap.parse_args(argv)
-    try:
-        if a.list:
-            for name in params.available():
-                print(f"{name:12s} {params.load(name).description}")
-            print("\n".join(params.book_chapters()))
-            return 0
-        if a.book_from:
-            print(replay.book_from(a.book_from, a.out))
-            return 0
-        if a.resume and not a.params:  # the set as the run saved it, even if its file has changed or gone
-            with open(os.path.join(a.resume, "params.json"), encoding="utf-8") as f:
-                pset = params.ParamSet(**json.load(f)["set"])
-        elif a.params:
-            pset = params.load(a.params)
-        else:
-            ap.error("--params is required (or --resume, --book-from, --list)")
-        chapters = [params._chapter_key(c) for c in a.chapters] if a.chapters else params.book_chapters()
-        run_dir, results = execute.run(pset, chapters, a.runs_root, a.resume, progress=not a.no_progress)
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
-        print(f"python -m lib.rerun: {exc}", file=sys.stderr)
-        return 2
+    if a.list:
+        for name in params.available():
+            print(f"{name:12s} {params.load(name).description}")
+        print("\n".join(params.book_chapters()))
+        return 0
+    if a.book_from:
+        print(replay.book_from(a.book_from, a.out))
+        return 0
+    if a.resume and not a.params:  # the set as the run saved it, even if its file has changed or gone
+        saved = os.path.join(a.resume, "params.json")
+        with open(saved, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or not isinstance(data.get("set"), dict):
+            raise ValueError(f"{saved}: not a run's params.json (no 'set' mapping); --resume takes a run folder")
+        try:
+            pset = params.ParamSet(**data["set"])
+        except TypeError as exc:
+            raise ValueError(f"{saved}: 'set' is not a parameter set ({exc})") from exc
+    elif a.params:
+        pset = params.load(a.params)
+    else:
+        ap.error("--params is required (or --resume, --book-from, --list)")
+    chapters = [params._chapter_key(c) for c in a.chapters] if a.chapters else params.book_chapters()
+    run_dir, results = execute.run(pset, chapters, a.runs_root, a.resume, progress=not a.no_progress)
     print()
     print(execute.summary_table(results))
     shown = os.path.relpath(run_dir) if os.path.abspath(run_dir).startswith(os.getcwd()) else run_dir
