@@ -1,0 +1,111 @@
+"""Check a reader's answer to a chapter's exercise: right or wrong, and how far off.
+
+    from lib.exercises import check
+    check("ch8.2", 19.3)      # -> right: 19.3 vs the reference 19.27 min (off by 0.2%, allowed 1%)
+
+Each part keeps its exercises' reference answers beside its code (``lib/placement/exercises.py``,
+``lib/galvatron/exercises.py``, ``lib/straggler/exercises.py``) as ``ANSWERS``: a dict from the exercise's id
+(``ch<chapter>.<k>``, the book's chapter number) to a dict with ``answer`` (a function of no arguments that
+computes the reference with the library, never a typed-in number), ``rel_tol`` (or ``abs_tol``), ``unit`` and
+``what``. Every chapter's solution cells call :func:`check` on their own result and assert it, so a wrong answer
+key fails CI. Used in: the exercises at the end of every chapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+#: Where each chapter's reference answers live (chapter numbers as in the book's table of contents).
+PARTS = {1: "lib.placement.exercises", 2: "lib.placement.exercises", 3: "lib.placement.exercises",
+         4: "lib.galvatron.exercises", 5: "lib.galvatron.exercises", 6: "lib.galvatron.exercises",
+         7: "lib.galvatron.exercises", 8: "lib.straggler.exercises"}
+
+
+@dataclass(frozen=True)
+class Reference:
+    id: str
+    answer: Callable[[], Any]
+    what: str
+    unit: str = ""
+    rel_tol: float = 1e-3
+    abs_tol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    id: str
+    right: bool
+    given: Any
+    expected: Any
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.right
+
+    def __repr__(self) -> str:  # what a reader sees when a cell ends with check(...)
+        return self.message
+
+    _repr_pretty_ = lambda self, p, cycle: p.text(self.message)  # noqa: E731  (IPython's display)
+
+
+def _chapter(ex_id: str) -> int:
+    m = re.fullmatch(r"ch(\d+)\.(\d+)", ex_id) if isinstance(ex_id, str) else None
+    if m is None:
+        raise ValueError(f"exercise id {ex_id!r}: expected 'ch<chapter>.<k>', e.g. 'ch8.2'")
+    chapter = int(m.group(1))
+    if chapter not in PARTS:
+        raise ValueError(f"exercise id {ex_id!r}: no chapter {chapter}; chapters are {min(PARTS)}-{max(PARTS)}")
+    return chapter
+
+
+def references(chapter: int | None = None) -> dict[str, Reference]:
+    """Every exercise's reference (of one chapter, or of the whole book), by id."""
+    out = {}
+    for module in sorted(set(PARTS.values()) if chapter is None else {PARTS[chapter]}):
+        for ex_id, spec in importlib.import_module(module).ANSWERS.items():
+            if chapter is None or _chapter(ex_id) == chapter:
+                out[ex_id] = Reference(ex_id, **spec)
+    return out
+
+
+def reference(ex_id: str) -> Reference:
+    refs = references(_chapter(ex_id))
+    if ex_id not in refs:
+        raise ValueError(f"no exercise {ex_id!r}; chapter {_chapter(ex_id)} has {', '.join(sorted(refs)) or 'none'}")
+    return refs[ex_id]
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else repr(x) if isinstance(x, str) else str(x)
+
+
+def compare(ref: Reference, given: Any, expected: Any) -> Verdict:
+    """``given`` against ``expected`` with the reference's tolerance: numbers within it, anything else equal."""
+    unit = f" {ref.unit}" if ref.unit else ""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (given, expected))
+    if numbers:
+        g, e = float(given), float(expected)
+        if not math.isfinite(g):
+            return Verdict(ref.id, False, given, expected, f"wrong: {_fmt(given)} is not a finite number "
+                                                           f"({ref.what}; the reference is {_fmt(e)}{unit})")
+        right = math.isclose(g, e, rel_tol=ref.rel_tol, abs_tol=ref.abs_tol)
+        off = abs(g - e) / abs(e) if e else abs(g - e)
+        how = f"off by {off:.1%}" if e else f"off by {off:.4g}{unit}"
+        allowed = f"allowed {ref.rel_tol:.1%}" if ref.rel_tol else f"allowed {ref.abs_tol:g}{unit}"
+        verdict = "right" if right else "wrong"
+        return Verdict(ref.id, right, given, expected,
+                       f"{verdict}: {_fmt(given)} vs the reference {_fmt(e)}{unit} for {ref.what} ({how}, {allowed})")
+    right = given == expected and isinstance(given, bool) == isinstance(expected, bool)  # True is not 1 here
+    return Verdict(ref.id, right, given, expected,
+                   f"{'right' if right else 'wrong'}: {_fmt(given)}" + ("" if right else f", expected {_fmt(expected)}")
+                   + f" for {ref.what}")
+
+
+def check(ex_id: str, value: Any) -> Verdict:
+    """Your answer ``value`` to exercise ``ex_id`` against the book's reference: right or wrong, and how far."""
+    ref = reference(ex_id)
+    return compare(ref, value, ref.answer())
