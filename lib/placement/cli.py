@@ -84,17 +84,24 @@ def check_train_args(a) -> None:
     check_int("--n-iters", a.n_iters, 0, 100_000, "each update is one record and one checkpoint; "
               "100000 updates is hours on the simulator")
     check_int("--k", a.k, 1, 1024, "placements sampled and measured per update")
+    if a.baseline == "leave_one_out" and a.k < 2:
+        raise ValueError(f"--k: {a.k} is too few for the leave-one-out baseline; allowed: --k >= 2")
     check_float("--lr", a.lr, 0, 1, lo_open=True, why="Adam's step; above 1 the placer diverges")
-    check_int("--n-micro", a.n_micro, 1, 1024, "micro-batches per step; each must hold at least one sample")
+    check_int("--n-micro", a.n_micro, 1, 1024, "micro-batches per step, dividing the batch")
     if a.mem_cap is not None:
         check_float("--mem-cap", a.mem_cap, 0, 1, lo_open=True, why="a fraction of each device's memory")
     check_float("--entropy", a.entropy, 0, 10, why="bonus weight; the costs are sqrt(seconds), below 1")
-    check_int("--hidden", a.hidden, 1, 4096, "LSTM size; the 2018 authors used 512")
+    check_int("--hidden", a.hidden, 1, 1024, "LSTM size; the 2018 authors used 512")
     check_int("--env-seed", a.env_seed, 0, SEED_MAX, "a 32-bit seed")
     check_int("--seed", a.seed, 0, SEED_MAX, "a 32-bit seed")
     check_int("--threads", a.threads, 1, max(1, os.cpu_count() or 1), "this machine's CPU count")
     if a.preset not in PRESETS:
         raise ValueError(f"--preset: unknown GPT preset {a.preset!r}; allowed: {', '.join(sorted(PRESETS))}")
+    batch = PRESETS[a.preset].batch_size
+    if batch % a.n_micro:
+        divisors = [d for d in range(1, batch + 1) if batch % d == 0]
+        raise ValueError(f"--n-micro: {a.n_micro} does not divide the batch of {a.preset} ({batch}); allowed: "
+                         f"{', '.join(map(str, divisors))}")
     if a.device == "sim" and a.profile not in hardware.names():
         raise ValueError(f"--profile: unknown hardware profile {a.profile!r}; allowed: "
                          f"{', '.join(hardware.names())}")
