@@ -1,8 +1,83 @@
 """Reference answers to the exercises of Part I (chapters 1-3), computed with the library; see lib/exercises.py.
 
+Every answer is at the chapters' defaults: the 49m GPT on the simulated ``4xT4-pcie`` profile (noiseless).
 Used in: the exercises at the end of book/placement/01_the_game, 02_the_placer and 03_colocation.
 """
 
 from __future__ import annotations
 
-ANSWERS: dict[str, dict] = {}
+from functools import lru_cache
+
+#: The chapters' defaults, which the references assume.
+PRESET, PROFILE = "49m", "4xT4-pcie"
+
+
+@lru_cache(maxsize=None)
+def graph(preset: str = PRESET):
+    from lib.gpt import gpt_graph, preset as gpt_preset
+
+    return gpt_graph(gpt_preset(preset))
+
+
+@lru_cache(maxsize=None)
+def sim(profile: str = PROFILE, preset: str = PRESET, **kw):
+    from lib import hardware
+    from lib.placement.sim_env import SimPlacementEnv
+
+    return SimPlacementEnv(graph(preset), hardware.load(profile), **kw)
+
+
+def step_ms(placement, profile: str = PROFILE, **kw) -> float:
+    """Noiseless simulated step time of ``placement`` (ms)."""
+    return sim(profile, **kw).measure(tuple(placement)).step_s * 1e3
+
+
+# ---------------------------------------------------------------------------------------- chapter 1
+def logits_three_gb(preset: str = PRESET) -> float:
+    """The logits, their softmax and their gradient: 3 x batch x block x vocabulary fp32 floats, in GB (1e9)."""
+    from lib.gpt import preset as gpt_preset
+
+    cfg = gpt_preset(preset)
+    return 3 * cfg.batch_size * cfg.block_size * cfg.vocab_size * 4 / 1e9
+
+
+def space_factor() -> float:
+    """How many times fewer placements the co-location groups leave on four GPUs: 4^(nodes - groups)."""
+    from lib.graph import colocate
+
+    g = graph()
+    return 4.0 ** (g.n_nodes - len(colocate(g)))
+
+
+def single_gpu_fit_cap() -> float:
+    """The smallest memory cap (share of the usable memory) under which the single-GPU placement fits."""
+    s = sim()
+    return s.peak_memory((0,) * s.n_nodes)[0] / s.profile.devices[0].usable_mem_bytes
+
+
+def ends_apart() -> tuple[int, ...]:
+    """Exercise 1.4's baseline: the embedding, final norm, head and loss on GPU 1, the body on GPU 0."""
+    n = graph().n_nodes
+    return (1,) + (0,) * (n - 4) + (1, 1, 1)
+
+
+def logits_wall_ms(profile: str) -> float:
+    """What moving only the loss to GPU 1 costs over everything on GPU 0, simulated on ``profile`` (ms)."""
+    n = graph().n_nodes
+    return step_ms((0,) * (n - 1) + (1,), profile) - step_ms((0,) * n, profile)
+
+
+ANSWERS: dict[str, dict] = {
+    "ch1.1": dict(answer=logits_three_gb, what="the logits, their softmax and gradient (49m preset)",
+                  unit="GB", rel_tol=1e-2),
+    "ch1.2": dict(answer=space_factor, what="the factor 4^40 / 4^13 by which the groups shrink the space",
+                  rel_tol=1e-3),
+    "ch1.3": dict(answer=single_gpu_fit_cap, what="the smallest cap at which the single GPU fits",
+                  rel_tol=1e-2),
+    "ch1.4": dict(answer=lambda: step_ms(ends_apart()),
+                  what="the step time of the ends-apart placement (simulated, 4xT4-pcie)", unit="ms",
+                  rel_tol=1e-2),
+    "ch1.5": dict(answer=lambda: logits_wall_ms("4xA100-nvlink"),
+                  what="the logits wall on 4xA100-nvlink (loss alone on GPU 1 minus all on GPU 0)",
+                  unit="ms", rel_tol=2e-2),
+}
