@@ -155,7 +155,10 @@ def test_finding1_two_concurrent_trainings_on_one_run(tmp_path):
     out = str(tmp_path / "conc")
     args = ["train", "--preset", "ci", "--seed", "11", "--noise", "--env-seed", "5", "--colocate", "--out", out,
             "--quiet", "--n-iters", "120", "--name", "same"]
-    a = subprocess.Popen([sys.executable, "-m", "lib.placement", *args], cwd=ROOT, stdout=subprocess.PIPE,
+    # the command, with A asking for 400 updates (n_iters may change on resume) so that it is surely
+    # still writing (~8 s) when B, started once A has logged its first update, reaches the lock (~1.5 s)
+    a_args = [*args[:-4], "--n-iters", "400", *args[-2:]]
+    a = subprocess.Popen([sys.executable, "-m", "lib.placement", *a_args], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     log = os.path.join(out, "same.jsonl")
     deadline = time.time() + 60
@@ -169,10 +172,10 @@ def test_finding1_two_concurrent_trainings_on_one_run(tmp_path):
     assert codes == [0, 2], (a.returncode, a_err, b.returncode, b.stderr)
     loser = b.stderr if b.returncode == 2 else a_err
     assert loser.splitlines() == [loser.strip()] and "run 'same'" in loser and "another process" in loser
-    winner = json.loads((a_out if a.returncode == 0 else b.stdout).strip().splitlines()[-1])
-    assert winner["updates"] == 120
+    assert a.returncode == 0, "A held the lock from before its first update"
+    assert json.loads(a_out.strip().splitlines()[-1])["updates"] == 400
     header, recs = runlog.read(log)
-    assert [r["update"] for r in recs] == list(range(120))
+    assert [r["update"] for r in recs] == list(range(400))
 
 
 def _small_run(out, n="3"):
