@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,7 +50,8 @@ class Verdict:
     def __repr__(self) -> str:  # what a reader sees when a cell ends with check(...)
         return self.message
 
-    _repr_pretty_ = lambda self, p, cycle: p.text(self.message)  # noqa: E731  (IPython's display)
+    def _repr_pretty_(self, p, cycle):  # IPython's display: wrapped to the book's text column (88 characters)
+        p.text(textwrap.fill(self.message, 88, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def _chapter(ex_id: str) -> int:
