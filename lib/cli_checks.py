@@ -14,7 +14,7 @@ import numbers
 def check_int(flag: str, value, lo: int | None = None, hi: int | None = None, why: str = "") -> int:
     """``value`` if it is an integer (not a bool) within ``[lo, hi]``; else ``ValueError`` naming ``flag``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{flag}: {value!r} is not an integer")
+        raise ValueError(f"{flag}: {value!r} is not an integer; allowed: {_range('[', lo, hi)}{_why(why)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ValueError(f"{flag}: {value} is out of range; allowed: {_range('[', lo, hi)}{_why(why)}")
     return int(value)
@@ -23,10 +23,10 @@ def check_int(flag: str, value, lo: int | None = None, hi: int | None = None, wh
 def check_float(flag: str, value, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
                 why: str = "") -> float:
     """``value`` as a finite float within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); else ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{flag}: {value!r} is not a number")
-    value = float(value)
     allowed = _range("(" if lo_open else "[", lo, hi)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{flag}: {value!r} is not a number; allowed: {allowed}{_why(why)}")
+    value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{flag}: {value} is not finite; allowed: {allowed}{_why(why)}")
     if (lo is not None and (value < lo or (lo_open and value == lo))) or (hi is not None and value > hi):
