@@ -1,12 +1,16 @@
 """Batch reruns (python -m lib.rerun): parameter sets checked before anything runs, one folder per run, a failing
 chapter reported without stopping the others, resumable; and the book built from a rerun without executing."""
 
+import contextlib
 import datetime as dt
+import io
 import json
 import os
 import shutil
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lib.rerun import execute, params, replay
 from lib.rerun.__main__ import main
@@ -158,3 +162,42 @@ def test_book_from_refuses_a_run_with_failures(tmp_path):
     (tmp_path / "params.json").write_text(json.dumps({"set": {"name": "s"}, "run": {}}))
     with pytest.raises(ValueError, match="book/x/ch.*--resume"):
         replay.stage(str(tmp_path), str(tmp_path / "dest"))
+
+
+def _call(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, err.getvalue().splitlines()
+
+
+_WORDS = st.text(alphabet="abcz0129-_./: \"'{}[],", max_size=12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(flag=st.sampled_from(["--params", "--resume", "--book-from", "--chapters", "--bogus", None]),
+       value=st.one_of(st.none(), _WORDS))
+def test_fuzzed_arguments_are_one_line_errors(tmp_path_factory, flag, value):
+    """Issue 18, finding 5: hypothesis-generated arguments that name no set, run or chapter (missing values,
+    odd text, YAML-looking junk): exit 2, one line on stderr starting 'error:', nothing run or written."""
+    d = tmp_path_factory.mktemp("rerun")
+    runs = d / "runs"
+    argv = ["--runs-root", str(runs), "--no-progress"]
+    if flag == "--chapters":  # a set that exists, chapters that do not
+        argv += ["--params", "cpu", "--chapters", "book/nope/" + (value or "")]
+    elif flag is not None:
+        argv += [flag] + ([] if value is None else [str(d / ("x" + value)) if flag != "--params" else "x" + value])
+    rc, err = _call(argv)
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0], err
+    assert not runs.exists()
+
+
+def test_bad_yaml_and_a_folder_that_is_not_a_run_are_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("parameters: [1, 2\n")
+    rc, err = _call(["--params", str(bad), "--runs-root", str(tmp_path / "runs")])
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: --params: not valid YAML"), err
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "params.json").write_text('{"set": {"zz": 1}}')
+    rc, err = _call(["--resume", str(tmp_path / "r"), "--runs-root", str(tmp_path / "runs")])
+    assert rc == 2 and len(err) == 1 and "params.json" in err[0], err
