@@ -67,6 +67,62 @@ def logits_wall_ms(profile: str) -> float:
     return step_ms((0,) * (n - 1) + (1,), profile) - step_ms((0,) * n, profile)
 
 
+# ---------------------------------------------------------------------------------------- chapter 2
+#: Exercise 2.4's short runs: the tiny ``ci`` GPT, noiseless, 60 updates (about a second or two each).
+SHORT_RUN = dict(n_iters=60, k=8, hidden=64, seed=0)
+
+
+def uniform_entropy_nats() -> float:
+    """The entropy of a uniform placer over the 40 nodes and four GPUs: n log 4 (nats)."""
+    import math
+
+    from lib.placement.placer import PlacerInputs
+
+    return PlacerInputs.from_graph(graph()).n_items * math.log(sim().n_devices)
+
+
+def oom_cost_ratio() -> float:
+    """How many times the cost (sqrt of the step time) of an out-of-memory placement exceeds one GPU's."""
+    import math
+
+    from lib.placement.env import OOM_PENALTY_S
+
+    return math.sqrt(OOM_PENALTY_S / (step_ms((0,) * graph().n_nodes) / 1e3))
+
+
+def p_all_same_half() -> float:
+    """The per-decision probability of the favourite device at which all K samples equal it with chance 1/2."""
+    from lib.placement.placer import PlacerInputs
+    from lib.placement.reinforce import TrainConfig
+
+    return 0.5 ** (1 / (PlacerInputs.from_graph(graph()).n_items * TrainConfig().k))
+
+
+@lru_cache(maxsize=None)
+def short_run_collapse(lr: float):
+    """The collapse update of a short noiseless run on the ``ci`` GPT at learning rate ``lr`` (None: never)."""
+    import tempfile
+
+    import torch
+
+    from lib.placement import report
+    from lib.placement.experiment import EnvSpec, train_run
+    from lib.placement.reinforce import TrainConfig
+
+    torch.set_num_threads(1)
+    spec = EnvSpec(device="sim", profile=PROFILE, preset="ci", noise=False, env_seed=0)
+    with tempfile.TemporaryDirectory() as out:
+        run = train_run(spec, TrainConfig(lr=lr, **SHORT_RUN), colocate=False, out_dir=out, progress=False)
+    return report.collapse_update(run)
+
+
+def best_pair_move_ms() -> float:
+    """From everything on GPU 0, the best change of the step time (ms) when two adjacent nodes move to GPU 1."""
+    n = graph().n_nodes
+    home = step_ms((0,) * n)
+    return min(step_ms(tuple(1 if j in (i, i + 1) else 0 for j in range(n))) - home for i in range(n - 1))
+
+
 ANSWERS: dict[str, dict] = {
     "ch1.1": dict(answer=logits_three_gb, what="the logits, their softmax and gradient (49m preset)",
                   unit="GB", rel_tol=1e-2),
@@ -80,4 +136,14 @@ ANSWERS: dict[str, dict] = {
     "ch1.5": dict(answer=lambda: logits_wall_ms("4xA100-nvlink"),
                   what="the logits wall on 4xA100-nvlink (loss alone on GPU 1 minus all on GPU 0)",
                   unit="ms", rel_tol=2e-2),
+    "ch2.1": dict(answer=uniform_entropy_nats, what="the entropy of a uniform placer", unit="nats",
+                  rel_tol=1e-3),
+    "ch2.2": dict(answer=oom_cost_ratio, what="the OOM placement's cost over one GPU's", rel_tol=1e-2),
+    "ch2.3": dict(answer=p_all_same_half, what="the per-decision probability at which all 8 agree half the time",
+                  rel_tol=0.0, abs_tol=1e-4),
+    "ch2.4": dict(answer=lambda: short_run_collapse(1e-2),
+                  what="the collapse update at lr 1e-2 (ci preset, 60 updates, noiseless)", abs_tol=0.0,
+                  rel_tol=1e-9),
+    "ch2.5": dict(answer=best_pair_move_ms, what="the best two-adjacent-node move from all on GPU 0",
+                  unit="ms", rel_tol=1e-2),
 }
