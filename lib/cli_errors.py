@@ -97,15 +97,14 @@ def describe_validation_error(e, source: str | None = None, allowed: dict | None
         return f"{head}missing field {loc}"
     if kind == "extra_forbidden":
         return f"{head}unknown field {loc}"
-    what = _WHAT.get(kind)
-    text = f"{loc}: {_json(err.get('input'))} {what}" if what else f"{loc}: {err['msg']}"
-    if kind == "value_error":  # a validator's own message says what is allowed
-        text = f"{loc}: {str(err.get('ctx', {}).get('error', err['msg']))}" if err["loc"] else \
-            str(err.get("ctx", {}).get("error", err["msg"]))
-    field = next((p for p in err["loc"] if isinstance(p, str)), None)
-    rule = (allowed or {}).get(field) or (err["msg"] if what else None)
-    return f"{head}{text}" + (f"; {field or loc} must be {rule}" if rule and allowed and field in allowed else
-                              (f"; {rule[0].lower()}{rule[1:]}" if rule else ""))
+    if kind == "value_error":  # a validator's own message, which says what is allowed
+        return f"{head}{loc}: {err.get('ctx', {}).get('error', err['msg'])}"
+    text = f"{loc}: {_json(err.get('input'))} {_WHAT[kind]}" if kind in _WHAT else f"{loc}: {err['msg']}"
+    field = next((p for p in reversed(err["loc"]) if isinstance(p, str)), None)  # the innermost named field
+    rule = (allowed or {}).get(field)
+    if rule:
+        return f"{head}{text}; {field} must be {rule}"
+    return f"{head}{text}; {err['msg'][:1].lower()}{err['msg'][1:]}" if kind in _WHAT else head + text
 
 
 # --- numeric flags: strict type, finite, within a range that says why (raise ValueError naming the flag) ---

@@ -6,21 +6,36 @@
 
 The plan is either a Galvatron plan JSON (``pp_deg``, ``tp_sizes_enc``, ... as written by ``search/engine.py``) or a
 runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank's iteration time and peak memory
-and, with ``--out``, writes it to a file. Used in: book/galvatron/04_from_plan_to_run.
+and, with ``--out``, writes it to a file.
+
+Errors (``lib.cli_errors``): a user's mistake (a flag out of range, a bad plan file, ranks started with
+different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; ``--debug`` shows
+the traceback. The process group and every collective time out after ``--timeout-s`` (60 s), so a missing or
+dead peer is one line ``error: rank R: ...`` and exit 1 within that time. ``--check`` exits 1 when the error
+against the single-process reference exceeds ``--tol`` or anything is not finite.
+Used in: book/galvatron/04_from_plan_to_run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import os
 import sys
 
+from lib.cli_errors import OneLineParser, one_line, run_cli
 
-def _parser() -> argparse.ArgumentParser:
+# Upper bounds, and why: this CLI runs the book's small GPT on CPU ranks or one GPU each; beyond these a run
+# takes minutes to hours or exhausts memory, which is a typo rather than an experiment.
+LIMITS = {"vocab": (1, 1 << 20), "seq_len": (1, 1 << 16), "d_model": (1, 1 << 16), "n_head": (1, 1 << 12),
+          "n_layer": (1, 4096), "steps": (1, 10_000), "warmup": (0, 10_000), "seed": (0, 2**63 - 1)}
+WHY = "larger runs the book's small model for hours or exhausts memory"
+
+
+def _parser() -> OneLineParser:
     from .runtime.sdp import SDP_IMPLS
 
-    ap = argparse.ArgumentParser(prog="python -m lib.galvatron")
+    ap = OneLineParser(prog="python -m lib.galvatron")
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run a plan on this rank (start it with torchrun)")
     run.add_argument("--plan", required=True, help="plan JSON file")
@@ -31,19 +46,69 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--lr", type=float, default=0.1)
     run.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
-    run.add_argument("--backend", default=None, help="gloo or nccl (default: nccl with --device cuda)")
+    run.add_argument("--backend", default=None, choices=["gloo", "nccl"],
+                     help="gloo or nccl (default: nccl with --device cuda)")
     run.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     run.add_argument("--sdp-impl", default="auto", choices=SDP_IMPLS,
                      help="SDP layers by FSDP2's fully_shard, by hand, or FSDP2 where this torch/backend allows")
-    run.add_argument("--check", action="store_true", help="compare with the single-process reference")
+    run.add_argument("--check", action="store_true",
+                     help="compare with the single-process reference; exit 1 if the error exceeds --tol")
+    run.add_argument("--tol", type=float, default=None, help="--check's tolerance (default 1e-4)")
+    run.add_argument("--timeout-s", type=float, default=60.0,
+                     help="seconds the ranks wait for each other (start-up and every collective); default 60")
     run.add_argument("--out", default=None, help="write the summary JSON here (rank 0)")
+    run.add_argument("--debug", action="store_true", help="show tracebacks of user errors too")
     return ap
 
 
+def check_args(args) -> None:
+    """Every flag within its range (``ValueError`` naming the flag), before any work or any peer."""
+    for k, (lo, hi) in LIMITS.items():
+        v = getattr(args, k)
+        if v is not None and not lo <= v <= hi:
+            flag = f"--{k.replace('_', '-')}"
+            raise ValueError(f"{flag} {v} is out of range; {flag} must be an integer in [{lo}, {hi}] "
+                             f"(the upper bound: {WHY})")
+    if not (math.isfinite(args.lr) and 0 < args.lr <= 1e3):
+        raise ValueError(f"--lr {args.lr} is not allowed; --lr must be a finite number in (0, 1000]")
+    if args.tol is not None and not (math.isfinite(args.tol) and args.tol >= 0):
+        raise ValueError(f"--tol {args.tol} is not allowed; --tol must be a finite number >= 0")
+    if not (math.isfinite(args.timeout_s) and 1 <= args.timeout_s <= 3600):
+        raise ValueError(f"--timeout-s {args.timeout_s} is out of range; allowed: [1, 3600] seconds")
+    if args.d_model % args.n_head:
+        raise ValueError(f"--n-head {args.n_head} does not divide --d-model {args.d_model}; pick a divisor")
+    backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
+    if args.device == "cuda" or backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+            flag = "--device cuda" if args.device == "cuda" else "--backend nccl"
+            raise ValueError(f"{flag}: no CUDA device is visible; use --device cpu"
+                             + (" --backend gloo" if args.backend == "nccl" else ""))
+
+
+def read_plan(path: str) -> dict:
+    """The plan file, parsed and schema-checked (``runtime.plan.validated``): errors name the file and field."""
+    from .runtime.plan import validated
+
+    with open(path) as f:
+        text = f.read()
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    validated(d, os.path.basename(path))
+    return d
+
+
 def main(argv=None) -> int:
+    return run_cli(_main, argv)
+
+
+def _main(argv) -> int:
     args = _parser().parse_args(argv)
-    with open(args.plan) as f:
-        plan_dict = json.load(f)
+    check_args(args)
+    plan_dict = read_plan(args.plan)
     saved = dict(os.environ)
     try:
         if "RANK" not in os.environ:  # started without torchrun: one rank on this machine
@@ -57,29 +122,62 @@ def main(argv=None) -> int:
         os.environ.update(saved)
 
 
+def _is_peer_failure(e: BaseException) -> bool:
+    """A peer that died, or a collective past its timeout: the run failed, but no line of ours is wrong."""
+    import torch.distributed as dist
+
+    text = str(e).lower()
+    return isinstance(e, getattr(dist, "DistError", ())) or (
+        isinstance(e, RuntimeError) and any(w in text for w in ("gloo", "nccl", "connection", "timed out",
+                                                                "timeout", "socket", "peer")))
+
+
 def _run(args, plan_dict: dict) -> int:
+    from .runtime.jobs import CHECK_TOL, judge_checks
     from .runtime.plan import load_plan
 
-    world = int(os.environ["WORLD_SIZE"])
-    plan = load_plan(plan_dict, world)
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    source = os.path.basename(args.plan)
+    plan = load_plan(plan_dict, world, source)
+    plan.validate(args.n_head, args.n_layer or len(plan.layers), world)
     model = {"vocab": args.vocab, "seq_len": args.seq_len, "d_model": args.d_model, "n_head": args.n_head,
              "n_layer": args.n_layer or len(plan.layers)}
     backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
     job = {"kind": "check" if args.check else "train", "plan": plan_dict, "model": model, "steps": args.steps,
            "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "optimizer": args.optimizer,
-           "backend": backend, "device": args.device, "sdp_impl": args.sdp_impl}
+           "backend": backend, "device": args.device, "sdp_impl": args.sdp_impl, "timeout_s": args.timeout_s}
+    # What every rank must share, by the name a user would fix: the plan's content, then each flag.
+    job["agree"] = {"the plan": plan_dict, **{f"--{k}": job[k] for k in (
+        "steps", "warmup", "seed", "lr", "optimizer", "backend", "device", "sdp_impl", "timeout_s")},
+        "--vocab/--seq-len/--d-model/--n-head/--n-layer": model, "--check": args.check, "--tol": args.tol}
     from .runtime.launch import run_rank
 
-    results = run_rank(job, gather=True)
-    if int(os.environ.get("RANK", "0")) == 0:
+    try:
+        results = run_rank(job, gather=True)
+    except ValueError:
+        raise
+    except Exception as e:
+        if args.debug or not _is_peer_failure(e):
+            raise
+        first = one_line(e).split(" Exception raised from")[0][:300]
+        print(f"error: rank {rank}: the distributed run failed (a peer exited, or no answer within --timeout-s "
+              f"{args.timeout_s:g} s): {type(e).__name__}: {first}", file=sys.stderr, flush=True)
+        return 1
+    code = 0
+    if args.check:
+        ok, verdict = judge_checks(results, CHECK_TOL if args.tol is None else args.tol)
+        code = 0 if ok else 1
+    if rank == 0:
         summary = {"plan": plan.label(), "world_size": world, "ranks": results}
         line = json.dumps(summary)
         print(line, flush=True)
+        if args.check:
+            print(verdict, file=sys.stderr if code else sys.stdout, flush=True)
         if args.out:
             from lib import atomic
 
             atomic.write_text(args.out, line + "\n")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

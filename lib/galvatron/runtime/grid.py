@@ -112,10 +112,14 @@ class GroupPool:
     """All process groups of a plan's grid, created collectively once; looked up by stage-local members.
 
     Every rank must construct the pool (``torch.distributed.new_group`` is collective over the world). A group
-    of one rank is represented by ``None`` and callers skip the collective.
+    of one rank is represented by ``None`` and callers skip the collective. ``timeout_s``: every group's
+    collective timeout (``new_group`` would otherwise take torch's 30-minute default, not the world group's,
+    so a stopped peer would hang a layer's all-reduce for half an hour).
     """
 
-    def __init__(self, grid: RankGrid, rank: int, layouts=None):
+    def __init__(self, grid: RankGrid, rank: int, layouts=None, timeout_s: float | None = None):
+        import datetime
+
         import torch.distributed as dist
 
         self.grid, self.rank = grid, rank
@@ -134,7 +138,8 @@ class GroupPool:
         for stage in range(grid.pp):
             for m in seen:
                 ranks = [grid.global_rank(stage, k) for k in m]
-                g = dist.new_group(ranks=ranks)
+                g = dist.new_group(ranks=ranks, timeout=None if timeout_s is None else
+                                   datetime.timedelta(seconds=timeout_s))
                 if rank in ranks:
                     self._groups[(stage, m)] = g
         self.stage_members = tuple(range(S))

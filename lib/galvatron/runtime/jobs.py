@@ -7,6 +7,7 @@ Used in: book/galvatron/04_from_plan_to_run.
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 
 import torch
@@ -40,7 +41,8 @@ def _pools(job: dict, world_size: int, rank: int) -> dict:
     from .grid import GroupPool, RankGrid
 
     pps = sorted({load_plan(pd, world_size).pp for pd in (job.get("plans") or [job["plan"]])})
-    return {pp: GroupPool(RankGrid(world_size, pp), rank) for pp in pps}
+    timeout_s = job.get("timeout_s")  # the world group's timeout, for every subgroup's collectives too
+    return {pp: GroupPool(RankGrid(world_size, pp), rank, timeout_s=timeout_s) for pp in pps}
 
 
 def _runner(job: dict, rank: int, world_size: int, plan_dict, pools: dict):
@@ -108,8 +110,39 @@ def _probe(job: dict) -> float:
     return m["fwd_bwd_ms_per_sample"]
 
 
+def nanmax(values) -> float:
+    """The largest value, NaN if any is NaN (Python's ``max`` drops a NaN unless it comes first); 0.0 if none."""
+    out = 0.0
+    for v in values:
+        v = float(v)
+        if math.isnan(v):
+            return math.nan
+        out = max(out, v)
+    return out
+
+
 def _maxdiff(a: dict, b: dict) -> float:
-    return max(float((a[k].float().cpu() - b[k].float()).abs().max()) for k in a)
+    return nanmax(float((a[k].float().cpu() - b[k].float()).abs().max()) for k in a)  # torch's max keeps NaN
+
+
+CHECK_TOL = 1e-4  # float32 on either side: observed errors are ~1e-7; a wrong plan is off by ~1e-2 or more
+
+
+def judge_checks(ranks: list[dict], tol: float = CHECK_TOL) -> tuple[bool, str]:
+    """Whether every rank's every check is within ``tol`` (parameters and losses) and every number finite, and
+    one line saying so, with the tolerance. ``ranks``: the gathered results of ``check_job``."""
+    if not ranks or not all(r.get("checks") for r in ranks):
+        return False, "check: no results to compare"
+    checks = [c for r in ranks for c in r["checks"]]
+    param = nanmax(c["param_err"] for c in checks)
+    loss = nanmax(c["loss_err"] for c in checks)
+    finite = all(math.isfinite(float(x)) for c in checks for x in (*c["losses"], *c["ref_losses"])
+                 if x is not None)  # None: a rank off the last pipeline stage has no loss
+    ok = finite and param <= tol and loss <= tol  # a NaN error compares False: not ok
+    why = "" if ok else (": non-finite losses" if not finite else ": error above the tolerance"
+                         if math.isfinite(param) and math.isfinite(loss) else ": non-finite error")
+    return ok, (f"check {'passed' if ok else 'FAILED'}{why}: param_err {param:.3g}, loss_err {loss:.3g}, "
+                f"tolerance {tol:g}")
 
 
 def check_job(job: dict, rank: int, world_size: int) -> dict:
@@ -129,13 +162,11 @@ def check_job(job: dict, rank: int, world_size: int) -> dict:
             ref_cache[B] = reference_step(cfg, init_params(cfg, seed), B, seed, lr, steps)
         ref_losses, ref = ref_cache[B]
         mine = r.local_shards()
-        err = 0.0
-        for L, i in zip(r.layers, r.layer_ids):
-            err = max(err, _maxdiff(mine["blocks"][i], tp_shard(ref["blocks"][i], L.lay.tp_rank(r.j), L.lay.tp)))
-        for part in ("embed", "head"):
-            if mine[part]:
-                err = max(err, _maxdiff(mine[part], ref[part]))
-        loss_err = max(abs(a - b) for a, b in zip(losses, ref_losses)) if r.last else 0.0
+        errs = [_maxdiff(mine["blocks"][i], tp_shard(ref["blocks"][i], L.lay.tp_rank(r.j), L.lay.tp))
+                for L, i in zip(r.layers, r.layer_ids)]
+        errs += [_maxdiff(mine[part], ref[part]) for part in ("embed", "head") if mine[part]]
+        err = nanmax(errs)
+        loss_err = nanmax(abs(a - b) for a, b in zip(losses, ref_losses)) if r.last else 0.0
         out.append({"plan": r.plan.label(), "sdp_impl": r.sdp_impl, "param_err": err, "loss_err": loss_err,
                     "losses": losses, "ref_losses": ref_losses})
     return {"rank": rank, "checks": out}
@@ -160,4 +191,4 @@ def run_job(job: dict, rank: int, world_size: int) -> dict:
     return kinds[job["kind"]](job, rank, world_size)
 
 
-__all__ = ["precheck", "run_job", "train_job", "check_job", "fail_rank_job"]
+__all__ = ["precheck", "run_job", "train_job", "check_job", "fail_rank_job", "judge_checks", "nanmax"]

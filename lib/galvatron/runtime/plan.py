@@ -9,9 +9,108 @@ Used in: book/galvatron/04_from_plan_to_run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Annotated, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 GALVATRON_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
+
+# Upper bounds, and why: a plan beyond them is a typo, not a run this runtime can start.
+MAX_RANKS = 65536      # more ranks than any cluster this runtime is started on; also bounds pp and tp
+MAX_LAYERS = 4096      # one strategy per layer; deeper than any model in the book by far
+MAX_GLOBAL_BSZ = 1 << 20  # samples per iteration; the reference check materialises the whole batch
+ALLOWED = {
+    "world_size": f"an integer in [1, {MAX_RANKS}] (ranks; larger is no cluster this runtime starts)",
+    "n_gpus": f"an integer in [1, {MAX_RANKS}] (ranks; larger is no cluster this runtime starts)",
+    "pp": f"an integer in [1, {MAX_RANKS}] (pipeline stages, at most the ranks)",
+    "pp_deg": f"an integer in [1, {MAX_RANKS}] (pipeline stages, at most the ranks)",
+    "tp": f"an integer in [1, {MAX_RANKS}] (tensor-parallel ranks, at most the ranks)",
+    "dp": f"an integer in [1, {MAX_RANKS}] (data-parallel ranks, at most the ranks)",
+    "tp_sizes_enc": f"integers in [1, {MAX_RANKS}], a list or a comma-separated string, one per layer "
+                    f"(at most {MAX_LAYERS} layers)",
+    "tp_consecutive_flags": "0 or 1 per layer, a list or a comma-separated string",
+    "dp_types_enc": "0 or 1 per layer, a list or a comma-separated string",
+    "checkpoint": "0 or 1 per layer, a list or a comma-separated string",
+    "pp_division": f"positive integers (layers per stage), a list or a comma-separated string",
+    "global_bsz": f"an integer in [1, {MAX_GLOBAL_BSZ}] (samples per iteration)",
+    "chunks": f"an integer in [1, {MAX_GLOBAL_BSZ}] (micro-batches, at most global_bsz)",
+    "layers": f"a non-empty list of at most {MAX_LAYERS} layer objects {{tp, dp, sdp, consecutive, ckpt}}",
+    "sdp": "true or false", "consecutive": "true or false", "ckpt": "true or false",
+}
+
+_Ranks = Annotated[StrictInt, Field(ge=1, le=MAX_RANKS)]
+_Count = Annotated[StrictInt, Field(ge=1, le=MAX_GLOBAL_BSZ)]
+_Flag = Annotated[StrictInt, Field(ge=0, le=1)]
+
+
+def _split_csv(v):
+    """Galvatron writes per-layer lists as ``"2,2,1"``; each piece must be an integer literal, not ``1.5``."""
+    if not isinstance(v, str):
+        return v
+    pieces = [x.strip() for x in v.split(",") if x.strip() != ""]
+    for x in pieces:
+        if not re.fullmatch(r"[+-]?[0-9]{1,12}", x):
+            raise ValueError(f"{x!r} in {v[:60]!r} is not an integer; per-layer entries are integers, as a "
+                             f"list or a comma-separated string")
+    return [int(x) for x in pieces]
+
+
+def _per_layer(item):
+    return Annotated[list[item], BeforeValidator(_split_csv), Field(max_length=MAX_LAYERS)]
+
+
+class GalvatronPlanModel(BaseModel):
+    """Galvatron's native plan JSON (spec 3.5), strictly typed; other keys (``model``, ``est_*``...) pass."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    pp_deg: _Ranks
+    tp_sizes_enc: Annotated[_per_layer(_Ranks), Field(min_length=1)]
+    tp_consecutive_flags: _per_layer(_Flag)
+    dp_types_enc: _per_layer(_Flag)
+    global_bsz: _Count
+    chunks: _Count
+    world_size: Union[_Ranks, None] = None
+    n_gpus: Union[_Ranks, None] = None
+    checkpoint: Union[_per_layer(_Flag), None] = None
+    pp_division: Union[_per_layer(Annotated[StrictInt, Field(ge=1, le=MAX_LAYERS)]), None] = None
+
+
+class LayerModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tp: _Ranks
+    dp: _Ranks
+    sdp: StrictBool = False
+    consecutive: StrictBool = True
+    ckpt: StrictBool = False
+
+
+class RunPlanModel(BaseModel):
+    """The runtime's own plan form (``RunPlan.to_dict``), strictly typed; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    world_size: _Ranks
+    pp: _Ranks
+    layers: Annotated[list[LayerModel], Field(min_length=1, max_length=MAX_LAYERS)]
+    global_bsz: _Count
+    chunks: _Count = 1
+    pp_division: _per_layer(Annotated[StrictInt, Field(ge=1, le=MAX_LAYERS)]) = []
+
+
+def validated(d, source: str = "plan") -> dict:
+    """``d`` checked against the schema of its form (``layers`` present: ours; else Galvatron's) and returned
+    with per-layer strings decoded; a ``ValueError`` of one line naming ``source`` and the field otherwise."""
+    from lib.cli_errors import describe_validation_error
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
+    model = RunPlanModel if "layers" in d else GalvatronPlanModel
+    try:
+        m = model.model_validate(d)
+    except ValidationError as e:
+        raise ValueError(describe_validation_error(e, source, ALLOWED)) from None
+    return m.model_dump(exclude_none=True)
 
 
 @dataclass(frozen=True)
@@ -29,14 +128,16 @@ class LayerStrategy:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerStrategy":
-        if not isinstance(d, dict) or "tp" not in d or "dp" not in d:
+        if not isinstance(d, dict):
             raise ValueError(f"a layer must be an object with 'tp' and 'dp' (and optionally 'sdp', "
                              f"'consecutive', 'ckpt'); got {d!r}")
         try:
-            return cls(int(d["tp"]), int(d["dp"]), bool(d.get("sdp", False)), bool(d.get("consecutive", True)),
-                       bool(d.get("ckpt", False)))
-        except (TypeError, ValueError):
-            raise ValueError(f"a layer's tp and dp must be integers; got {d!r}") from None
+            m = LayerModel.model_validate(d)
+        except ValidationError as e:
+            from lib.cli_errors import describe_validation_error
+
+            raise ValueError(describe_validation_error(e, "layer", ALLOWED)) from None
+        return cls(m.tp, m.dp, m.sdp, m.consecutive, m.ckpt)
 
     def label(self) -> str:
         """Printed like the artifact: ``2*-1`` (TP2 consecutive), ``1-2f`` (SDP2)."""
@@ -79,14 +180,13 @@ class RunPlan:
                 "global_bsz": self.global_bsz, "chunks": self.chunks, "pp_division": list(self.pp_division)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunPlan":
-        missing = [k for k in ("world_size", "pp", "layers", "global_bsz") if k not in d]
-        if missing:
-            raise ValueError(f"run plan is missing fields {missing}; has {sorted(d)}")
-        if not isinstance(d["layers"], list) or not d["layers"]:
-            raise ValueError(f"run plan 'layers' must be a non-empty list of layer objects; got {d['layers']!r}")
-        return cls(int(d["world_size"]), int(d["pp"]), tuple(LayerStrategy.from_dict(x) for x in d["layers"]),
-                   int(d["global_bsz"]), int(d.get("chunks", 1)), tuple(d.get("pp_division", ())))
+    def from_dict(cls, d: dict, source: str = "plan") -> "RunPlan":
+        """Strictly typed (``RunPlanModel``): 1.5, ``true`` or ``"2"`` for an integer is a ``ValueError``."""
+        if isinstance(d, dict) and "layers" not in d:
+            raise ValueError(f"{source}: missing field layers")
+        v = validated(d, source)
+        return cls(v["world_size"], v["pp"], tuple(LayerStrategy(**x) for x in v["layers"]), v["global_bsz"],
+                   v["chunks"], tuple(v["pp_division"]))
 
     @classmethod
     def uniform(cls, world_size: int, n_layer: int, pp=1, tp=1, sdp=False, consecutive=True,
@@ -129,33 +229,29 @@ def _even_division(n_layer: int, pp: int) -> tuple:
     return tuple(base + (1 if s < extra else 0) for s in range(pp))
 
 
-def _int_list(v) -> list[int]:
-    if isinstance(v, str):
-        return [int(x) for x in v.replace(" ", "").split(",") if x]
-    return [int(x) for x in v]
-
-
-def from_galvatron_dict(d: dict, world_size: int | None = None) -> RunPlan:
-    """A Galvatron plan JSON (spec §3.5) as a ``RunPlan``; ``world_size`` is read from the dict if present."""
-    missing = [k for k in GALVATRON_FIELDS if k not in d]
-    if missing:
-        raise ValueError(f"plan JSON is missing fields {missing}; required: {list(GALVATRON_FIELDS)}")
-    world = d.get("world_size", d.get("n_gpus", world_size))
+def from_galvatron_dict(d: dict, world_size: int | None = None, source: str = "plan") -> RunPlan:
+    """A Galvatron plan JSON (spec §3.5) as a ``RunPlan``; ``world_size`` is read from the dict if present.
+    Strictly typed (``GalvatronPlanModel``): ``pp_deg: 2.5``, ``true`` or ``"2"`` is a ``ValueError``."""
+    if isinstance(d, dict):
+        missing = [k for k in GALVATRON_FIELDS if k not in d]
+        if missing:
+            raise ValueError(f"{source}: missing fields {missing}; a Galvatron plan needs {list(GALVATRON_FIELDS)}")
+    v = validated(d, source)
+    world = v.get("world_size", v.get("n_gpus", world_size))
     if world is None:
-        raise ValueError("plan JSON has no world_size and none was given")
-    pp, tps = int(d["pp_deg"]), _int_list(d["tp_sizes_enc"])
-    flags, sdps = _int_list(d["tp_consecutive_flags"]), _int_list(d["dp_types_enc"])
-    ckpts = _int_list(d.get("checkpoint") or [0] * len(tps))
+        raise ValueError(f"{source}: no world_size in the plan and none was given")
+    pp, tps, flags, sdps = v["pp_deg"], v["tp_sizes_enc"], v["tp_consecutive_flags"], v["dp_types_enc"]
+    ckpts = v.get("checkpoint") or [0] * len(tps)
     if not (len(tps) == len(flags) == len(sdps) == len(ckpts)):
-        raise ValueError(f"per-layer lists differ in length: tp_sizes_enc {len(tps)}, "
-                         f"tp_consecutive_flags {len(flags)}, dp_types_enc {len(sdps)}")
-    world = int(world)
-    if pp < 1 or world % pp or any(t < 1 or (world // pp) % t for t in tps):
-        raise ValueError(f"pp_deg={pp} and tp_sizes_enc={tps} do not fit world size {world}")
+        raise ValueError(f"{source}: per-layer lists differ in length: tp_sizes_enc {len(tps)}, "
+                         f"tp_consecutive_flags {len(flags)}, dp_types_enc {len(sdps)}, checkpoint {len(ckpts)}; "
+                         f"each must have one entry per layer")
+    if world % pp or any((world // pp) % t for t in tps):
+        raise ValueError(f"{source}: pp_deg={pp} and tp_sizes_enc={tps} do not fit world size {world}; "
+                         f"pp_deg x tp must divide it")
     layers = tuple(LayerStrategy(t, world // (pp * t), bool(s), bool(c), bool(k))
                    for t, s, c, k in zip(tps, sdps, flags, ckpts))
-    div = d.get("pp_division") or ()
-    return RunPlan(world, pp, layers, int(d["global_bsz"]), int(d["chunks"]), tuple(_int_list(div)))
+    return RunPlan(world, pp, layers, v["global_bsz"], v["chunks"], tuple(v.get("pp_division") or ()))
 
 
 def from_search_plan(plan, world_size: int | None = None) -> RunPlan:
@@ -164,8 +260,9 @@ def from_search_plan(plan, world_size: int | None = None) -> RunPlan:
     return from_galvatron_dict(d, world_size)
 
 
-def load_plan(d: dict, world_size: int | None = None) -> RunPlan:
-    """Either format: a ``RunPlan`` dict (has ``layers``) or a Galvatron plan JSON."""
+def load_plan(d: dict, world_size: int | None = None, source: str = "plan") -> RunPlan:
+    """Either format: a ``RunPlan`` dict (has ``layers``) or a Galvatron plan JSON; ``source`` (a file name)
+    starts every error message."""
     if not isinstance(d, dict):
-        raise ValueError(f"a plan must be a JSON object; got {type(d).__name__}")
-    return RunPlan.from_dict(d) if "layers" in d else from_galvatron_dict(d, world_size)
+        raise ValueError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
+    return RunPlan.from_dict(d, source) if "layers" in d else from_galvatron_dict(d, world_size, source)

@@ -116,19 +116,47 @@ def spawn_ranks(run, job: dict, world_size: int, timeout_s: float = 120.0, prech
         return out
 
 
+def agree(fingerprint: dict, world: int) -> None:
+    """Every rank has the same ``fingerprint`` (a name -> value dict: ``"the plan"``, ``"--steps"``...), or a
+    ``ValueError`` on every rank naming what differs, rank by rank: the ranks' hashes are all-gathered over the
+    default group (which must exist), so every rank computes the same verdict and none waits on a peer."""
+    import hashlib
+
+    import torch.distributed as dist
+
+    mine = {k: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            for k, v in fingerprint.items()}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    differ = {}
+    for r, h in enumerate(everyone):
+        for k in sorted(set(h) | set(everyone[0])):
+            if h.get(k) != everyone[0].get(k):
+                differ.setdefault(k, []).append(r)
+    if differ:
+        what = ", ".join(f"{k} (ranks {v} differ from rank 0)" for k, v in differ.items())
+        raise ValueError(f"the ranks were started with different inputs: {what}; start every rank with the same "
+                         f"plan file and arguments")
+
+
 def torchrun_rank(run, job: dict, gather: bool = False, precheck=None):
     """``run(job, rank, world_size)`` on this rank under ``torchrun`` (reads RANK, WORLD_SIZE, MASTER_ADDR/PORT
     from the environment), after ``precheck(job, world_size)`` when given.
 
-    With ``gather``, every rank returns the list of all ranks' results (collected before shutdown)."""
+    The process group is created with ``job["timeout_s"]`` (default 60 s) as the timeout of its creation and of
+    every collective, so a missing or hung peer is an error within that time. With ``job["agree"]`` (a name ->
+    value dict), the ranks first check that they have the same values (``agree``). With ``gather``, every rank
+    returns the list of all ranks' results (collected before shutdown)."""
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if precheck is not None:
-        precheck(job, world)
     backend = job.get("backend") or "gloo"
-    _init(rank, world, backend, job.get("timeout_s", 300), job.get("device", "cpu"))
+    _init(rank, world, backend, float(job.get("timeout_s", 60)), job.get("device", "cpu"))
     try:
+        if job.get("agree"):
+            agree(job["agree"], world)
+        if precheck is not None:  # after the agreement: the same inputs give the same verdict on every rank
+            precheck(job, world)
         result = run(job, rank, world)
         result.setdefault("peak_rss_bytes", peak_rss_bytes())
         if not gather:

@@ -141,8 +141,8 @@ def test_bad_plans_raise_clear_errors_before_any_rank_waits():
       "global_bsz": 8, "chunks": 1, "world_size": 4}, {"n_layer": 4}, "world size 4"),
     (RunPlan.uniform(2, 2, tp=2).to_dict(), {"n_layer": 2, "n_head": 3, "d_model": 33}, "head count 3"),
     ({"world_size": 2, "pp": 1, "layers": [{"tp": 2}, {"tp": 1, "dp": 2}], "global_bsz": 8}, {"n_layer": 2},
-     "must be an object with 'tp' and 'dp'"),
-    ({"world_size": 2, "pp": 1, "layers": "2,1", "global_bsz": 8}, {"n_layer": 2}, "non-empty list"),
+     r"missing field layers\[0\]\.dp"),
+    ({"world_size": 2, "pp": 1, "layers": "2,1", "global_bsz": 8}, {"n_layer": 2}, "layers: \"2,1\" is not a list"),
 ])
 def test_bad_plan_fails_on_every_rank(plan, model, match):
     with pytest.raises(ValueError, match=match) as e:
