@@ -9,6 +9,7 @@ terminal produce the same logs. Used in: book/placement/02_the_placer, 03_coloca
 from __future__ import annotations
 
 import glob
+import numbers
 import os
 from dataclasses import asdict, dataclass, replace
 
@@ -33,8 +34,23 @@ class EnvSpec:
     node_profile: str | None = None  # a gpu_check report whose measured node times replace the roofline (sim)
 
     def __post_init__(self):
+        # exact types: a spec read back from a log's header is not coerced (n_micro "2" or 2.5 is refused)
         if self.device not in ("sim", "real"):
             raise ValueError(f"device must be 'sim' or 'real'; got {self.device!r}")
+        for name in ("profile", "preset"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a name (a string); got {getattr(self, name)!r}")
+        for name, lo in (("n_micro", 1), ("env_seed", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}; got {v!r}")
+        m = self.mem_cap
+        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < m <= 1):
+            raise ValueError(f"mem_cap must be None or a fraction in (0, 1]; got {m!r}")
+        if not isinstance(self.noise, bool):
+            raise ValueError(f"noise must be true or false; got {self.noise!r}")
+        if self.node_profile is not None and not isinstance(self.node_profile, str):
+            raise ValueError(f"node_profile must be None or a path; got {self.node_profile!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -107,6 +107,10 @@ class RunResult:
         header, records = runlog.read(path)
         if header.get("run_kind") != "reinforce":
             raise ValueError(f"{path!r} is not a REINFORCE run log (run_kind={header.get('run_kind')!r})")
+        try:  # the header's config with exact types (a hand-edited k: 2.0 is refused, not coerced)
+            TrainConfig.from_dict(header.get("config"))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"run log {path!r}: header config: {e}") from None
         top: list = []
         n = header["config"]["top_n"]
         for r in records:

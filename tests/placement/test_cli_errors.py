@@ -267,3 +267,34 @@ def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(tmp_p
     p = run(base + ["--out", killed, "--name", "r"])
     assert p.returncode == 0, p.stderr
     assert runlog.read(log)[1] == runlog.read(os.path.join(whole, "r.jsonl"))[1]
+
+
+@pytest.mark.parametrize("field, value", [("n_micro", 2.5), ("n_micro", "2"), ("n_micro", True), ("env_seed", -1),
+                                          ("mem_cap", float("nan")), ("mem_cap", 1.5), ("noise", "yes"),
+                                          ("preset", 49)])
+def test_env_specs_are_not_coerced(field, value):
+    """Issue 18: a run config read back from a log's header is validated with exact types, not int()-ed."""
+    from lib.placement.experiment import EnvSpec
+
+    with pytest.raises(ValueError, match=field):
+        EnvSpec.from_dict({**EnvSpec().to_dict(), field: value})
+
+
+@pytest.mark.parametrize("field, value", [("lr", float("inf")), ("lr", float("nan")), ("n_iters", 2.5),
+                                          ("k", "8"), ("hidden", True), ("entropy", float("inf")),
+                                          ("grad_clip", 0.0), ("seed", 1.0)])
+def test_train_configs_are_not_coerced(field, value):
+    from lib.placement.reinforce import TrainConfig
+
+    with pytest.raises(ValueError, match=field):
+        TrainConfig.from_dict({**TrainConfig().to_dict(), field: value})
+
+
+def test_a_log_whose_header_config_is_not_strict_is_refused(tmp_path):
+    out = str(tmp_path)
+    args, log = _small_run(out)
+    header, recs = runlog.read(log)
+    header["config"]["k"] = 2.0  # what a hand-edited or foreign log might say
+    runlog.rewrite(log, header, recs)
+    rc, _, err = call(["figures", "--out", out])
+    assert_one_line(rc, err, "k must be an integer")
