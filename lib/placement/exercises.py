@@ -123,6 +123,45 @@ def best_pair_move_ms() -> float:
     return min(step_ms(tuple(1 if j in (i, i + 1) else 0 for j in range(n))) - home for i in range(n - 1))
 
 
+# ---------------------------------------------------------------------------------------- chapter 3
+#: Exercise 3.1's confirmation timings (ms), made up for the exercise: eight rounds of each side.
+RL_ROUNDS_MS = (212.0, 228.0, 205.0, 219.0, 231.0, 208.0, 216.0, 221.0)
+SINGLE_ROUNDS_MS = (230.1, 229.8, 230.4, 229.6, 230.0, 230.3, 229.9, 230.2)
+
+
+def gap_in_standard_errors(rl_ms=RL_ROUNDS_MS, other_ms=SINGLE_ROUNDS_MS) -> float:
+    """The head-to-head's gap (positive: RL faster) in standard errors, from two sides' confirmation rounds."""
+    from lib.placement.evaluate import Entry, HeadToHead
+
+    rl = Entry("rl", "rl pick", (0,), "pick", tuple(x / 1e3 for x in rl_ms), False)
+    other = Entry("single_gpu", "single GPU 0", (0,), "pick", tuple(x / 1e3 for x in other_ms), False)
+    return HeadToHead((rl, other), (), 0, len(rl_ms), 1, "exercise 3.1").gap_se
+
+
+def groups_of(n_layer: int) -> int:
+    """How many co-location groups the rule leaves for the chapters' GPT with ``n_layer`` blocks."""
+    from dataclasses import replace
+
+    from lib.gpt import gpt_graph, preset as gpt_preset
+    from lib.graph import colocate
+
+    return len(colocate(gpt_graph(replace(gpt_preset(PRESET), n_layer=n_layer))))
+
+
+def human_split_ms(n_micro: int) -> float:
+    from lib.placement import baselines
+
+    return step_ms(baselines.human_split(graph(), 0, 1), n_micro=n_micro)
+
+
+def three_groups_apart() -> tuple[int, ...]:
+    """Exercise 3.5's group placement: the embedding's group on GPU 1, the last group on GPU 2, the rest on 0."""
+    from lib.graph import colocate, expand
+
+    groups = colocate(graph())
+    return expand((1,) + (0,) * (len(groups) - 2) + (2,), groups, graph().n_nodes)
+
+
 ANSWERS: dict[str, dict] = {
     "ch1.1": dict(answer=logits_three_gb, what="the logits, their softmax and gradient (49m preset)",
                   unit="GB", rel_tol=1e-2),
@@ -146,4 +185,14 @@ ANSWERS: dict[str, dict] = {
                   rel_tol=1e-9),
     "ch2.5": dict(answer=best_pair_move_ms, what="the best two-adjacent-node move from all on GPU 0",
                   unit="ms", rel_tol=1e-2),
+    "ch3.1": dict(answer=gap_in_standard_errors, what="the gap in standard errors (positive: RL faster)",
+                  rel_tol=1e-2),
+    "ch3.2": dict(answer=lambda: groups_of(12), what="the co-location groups of a 12-block GPT", rel_tol=0.0,
+                  abs_tol=0.0),
+    "ch3.3": dict(answer=lambda: human_split_ms(4),
+                  what="the human 2-GPU split's step with 4 micro-batches (simulated, 4xT4-pcie)", unit="ms",
+                  rel_tol=1e-2),
+    "ch3.4": dict(answer=lambda: step_ms(three_groups_apart()),
+                  what="the step of the three-group placement (simulated, 4xT4-pcie)", unit="ms",
+                  rel_tol=1e-2),
 }
