@@ -105,11 +105,24 @@ def check_train_args(a) -> None:
     if a.device == "sim" and a.profile not in hardware.names():
         raise ValueError(f"--profile: unknown hardware profile {a.profile!r}; allowed: "
                          f"{', '.join(hardware.names())}")
-    if a.node_profile is not None and not os.path.isfile(a.node_profile):
-        raise FileNotFoundError(2, "no such file (--node-profile)", a.node_profile)
+    if a.node_profile is not None:
+        check_node_profile(a.node_profile)
     check_out_folder(a.out)
     if a.name is not None and (not a.name or os.sep in a.name or a.name.startswith(".")):
         raise ValueError(f"--name: {a.name!r} is not a file name; allowed: a name without '/' or a leading '.'")
+
+
+def check_node_profile(path: str) -> None:
+    """``--node-profile`` must be a JSON object (a gpu_check report; its fields are checked when it is read)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(2, "no such file (--node-profile)", path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"--node-profile {path}: not valid JSON ({e}); allowed: a gpu_check report") from None
+    if not isinstance(report, dict):
+        raise ValueError(f"--node-profile {path}: a JSON {type(report).__name__}, not a gpu_check report (an object)")
 
 
 def check_out_folder(out: str) -> None:

@@ -127,6 +127,15 @@ def test_fuzzed_evaluate_flags(tmp_path_factory, flag, value):
     assert flag in err[0] or "no run log 'nope'" in err[0]  # a valid value: the next mistake, the missing run
 
 
+@pytest.mark.parametrize("text, words", [("not json", "not valid JSON"), ("[1]", "a JSON list"),
+                                         ("{}", "not a gpu_check report")])
+def test_a_node_profile_that_is_not_a_report_is_one_line(tmp_path, text, words):
+    bad = tmp_path / "report.json"
+    bad.write_text(text)
+    rc, _, err = call(["train", *SMALL, "--out", str(tmp_path / "out"), "--node-profile", str(bad)])
+    assert_one_line(rc, err, "report.json", words)
+
+
 def test_unwritable_missing_or_not_a_folder_out(tmp_path):
     """Issue 18: a read-only or missing output folder: one line, or (missing) the folder is made and the run
     is whole."""
