@@ -114,3 +114,18 @@ def test_debug_shows_the_traceback():
     p = subprocess.run([sys.executable, "-m", "lib.straggler", "--gpus", "0"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: --gpus")
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.one_of(st.integers(1, 10**6), st.sampled_from([1, 8, 16_384, 10**6])),
+       interval=st.one_of(st.floats(1e-6, 1e9), st.sampled_from([1e-6, 1e9])),
+       backups=st.one_of(st.floats(0, 100), st.sampled_from([0.0, 100.0])),
+       days=st.one_of(st.floats(1e-6, 365), st.sampled_from([1e-6, 365.0])),
+       mtbf=st.one_of(st.floats(1, 1e9), st.sampled_from([1.0, 1e9])),
+       seed=st.integers(0, 2**32 - 1))
+def test_every_legal_combination_gives_a_correct_result(gpus, interval, backups, days, mtbf, seed):
+    """Issue 18: the allowed ranges of all the flags together, edges included: finite, shares in [0, 1]."""
+    rc, out, err = call(["--gpus", str(gpus), "--interval", repr(interval), "--backups", repr(backups),
+                         "--days", repr(days), "--mtbf-gpu-h", repr(mtbf), "--seed", str(seed), "--json"])
+    assert rc == 0 and err == [], err
+    check_result(out)
