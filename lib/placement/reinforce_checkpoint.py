@@ -109,6 +109,9 @@ def open_run_log(path: str, resume: bool, make_header: Callable[[], dict], confi
     With ``resume`` and an existing log, check that it was written for the same model (``signature``), config
     (but for ``RESUMABLE_KEYS``) and environment, drop records newer than the checkpoint, and raise the
     header's ``n_iters`` if this run asks for more. Otherwise start a new log from ``make_header()``.
+    A damaged log (interleaved updates, a second header, a bad line) or checkpoint raises ``ValueError``
+    naming the file; a truncated last line past the checkpoint (a kill mid-append) is dropped with the
+    uncheckpointed record, since that update is redone. The caller holds the run's ``runlog.writer_lock``.
     """
     ckpt = checkpoint_path(path)
     if resume and os.path.exists(path):
