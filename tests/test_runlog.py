@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lib import runlog
 
@@ -120,3 +122,48 @@ def test_rewrite_is_atomic_replacement(tmp_path):
     runlog.rewrite(path, h, recs[:2])
     assert runlog.read(path) == (h, recs[:2])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]  # no temp files left behind
+
+
+def _log_text(n=5):
+    lines = [runlog._dumps({"kind": "header", "config": {}})]
+    lines += [runlog._dumps({"kind": "update", "update": i, "x": [i, 0.5]}) for i in range(n)]
+    return lines
+
+
+@settings(max_examples=30, deadline=None)
+@given(cut=st.integers(0, 10_000))
+def test_a_log_cut_anywhere_reads_as_a_prefix_or_is_refused(tmp_path_factory, cut):
+    """Issue 18: a log truncated at any byte never reads as anything but a prefix of its records; a torn
+    line is refused unless repair=True, and repair keeps every complete record."""
+    lines = _log_text()
+    text = "".join(lines)
+    cut = cut % (len(text) + 1)
+    path = str(tmp_path_factory.mktemp("cut") / "run.jsonl")
+    with open(path, "w") as f:
+        f.write(text[:cut])
+    whole = [json.loads(l) for l in lines[1:]]
+    if cut < len(lines[0]) - 1:  # inside the header: not a run log
+        with pytest.raises(runlog.RunLogError, match="run.jsonl"):
+            runlog.read(path, repair=True)
+        return
+    s = runlog.scan(path)
+    assert s.records == whole[: len(s.records)]
+    if s.torn_line is None:
+        assert runlog.read(path)[1] == s.records
+    else:
+        with pytest.raises(runlog.RunLogError, match=f"line {s.torn_line} is truncated"):
+            runlog.read(path)
+        runlog.repair(path)
+        assert runlog.read(path)[1] == s.records
+
+
+@settings(max_examples=20, deadline=None)
+@given(i=st.integers(1, 5), j=st.integers(1, 6))
+def test_a_repeated_record_anywhere_is_refused(tmp_path_factory, i, j):
+    """Issue 18, finding 1: a record written twice (as two writers do) is refused, naming the line."""
+    lines = _log_text()
+    lines.insert(j, lines[i])
+    path = tmp_path_factory.mktemp("dup") / "run.jsonl"
+    path.write_text("".join(lines))
+    with pytest.raises(runlog.RunLogError, match=r"run\.jsonl.*line \d+ has update \d+ after update \d+"):
+        runlog.read(str(path))
