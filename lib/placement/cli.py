@@ -127,6 +127,8 @@ def check_node_profile(path: str) -> None:
 
 def check_out_folder(out: str) -> None:
     """``--out`` must be a folder (a missing one is created) that this process may write."""
+    if not out.strip():
+        raise ValueError("--out: empty; allowed: a folder (default data/runs)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise NotADirectoryError(20, "not a folder (--out)", out)
     if os.path.isdir(out) and not os.access(out, os.W_OK):
