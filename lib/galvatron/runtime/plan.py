@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
@@ -71,10 +71,11 @@ class GalvatronPlanModel(BaseModel):
     dp_types_enc: _per_layer(_Flag)
     global_bsz: _Count
     chunks: _Count
-    world_size: Union[_Ranks, None] = None
-    n_gpus: Union[_Ranks, None] = None
-    checkpoint: Union[_per_layer(_Flag), None] = None
-    pp_division: Union[_per_layer(Annotated[StrictInt, Field(ge=1, le=MAX_LAYERS)]), None] = None
+    # Optional by absence only: an explicit null is refused like any other non-integer (defaults are unchecked).
+    world_size: _Ranks = None
+    n_gpus: _Ranks = None
+    checkpoint: _per_layer(_Flag) = None
+    pp_division: _per_layer(Annotated[StrictInt, Field(ge=1, le=MAX_LAYERS)]) = None
 
 
 class LayerModel(BaseModel):

@@ -10,11 +10,17 @@ Used in: book/galvatron/03_the_search.ipynb, 04_from_plan_to_run.ipynb.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
+
+from lib.cli_errors import check_int
 
 from .strategies import Strategy, check_power_of_two
 
 PLAN_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
+# Upper bounds, and why (the same as the runtime's plan schema): beyond them a plan JSON holds a typo.
+MAX_GPUS, MAX_GLOBAL_BSZ = 65536, 1 << 20
 
 
 def _enc(x) -> str:
@@ -22,12 +28,31 @@ def _enc(x) -> str:
 
 
 def _dec(x, name) -> tuple:
+    """A per-layer field: ``"2,2,1"`` or ``[2, 2, 1]``; ``1.5``, ``true`` or ``"2"`` in a list is refused, not
+    truncated by ``int()``."""
+    allowed = "a comma-separated string or a list of integers"
     if isinstance(x, str):
-        x = [v for v in x.split(",") if v.strip() != ""]
-    try:
-        return tuple(int(v) for v in x)
-    except (TypeError, ValueError):
-        raise ValueError(f"field {name!r} must be a comma-separated list of integers; got {x!r}") from None
+        pieces = [v.strip() for v in x.split(",") if v.strip() != ""]
+        bad = [v for v in pieces if not re.fullmatch(r"[+-]?[0-9]{1,12}", v)]
+        if bad:
+            raise ValueError(f"plan: {name}: {bad[0]!r} is not an integer; {name} must be {allowed}")
+        return tuple(int(v) for v in pieces)
+    if not isinstance(x, (list, tuple)):
+        raise ValueError(f"plan: {name}: {x!r} is not {allowed}")
+    for i, v in enumerate(x):
+        check_int(f"plan: {name}[{i}]", v)
+    return tuple(x)
+
+
+def _int(d: dict, name: str, hi: int, why: str) -> int:
+    return check_int(f"plan: {name}", d[name], 1, hi, why)
+
+
+def _est(d: dict, name: str):
+    v = d.get(name)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+        raise ValueError(f"plan: {name}: {v!r} is not a finite number; an estimate is a finite number or absent")
+    return v
 
 
 @dataclass(frozen=True)
@@ -117,18 +142,21 @@ class Plan:
         ws = d.get("world_size", world_size)
         if ws is None:
             raise ValueError("plan has no 'world_size'; pass world_size=")
-        if world_size is not None and int(ws) != int(world_size):
+        ws = check_int("plan: world_size", ws, 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
+        if world_size is not None and ws != int(world_size):
             raise ValueError(f"plan was made for world_size={ws}; this run has world_size={world_size}")
         tp = _dec(d["tp_sizes_enc"], "tp_sizes_enc")
         ck = _dec(d["checkpoint"], "checkpoint") if "checkpoint" in d else ()
         div = _dec(d["pp_division"], "pp_division") if "pp_division" in d else ()
-        return cls(pp_deg=int(d["pp_deg"]), tp_sizes_enc=tp,
+        return cls(pp_deg=_int(d, "pp_deg", MAX_GPUS, "pipeline stages, at most the GPUs"), tp_sizes_enc=tp,
                    tp_consecutive_flags=_dec(d["tp_consecutive_flags"], "tp_consecutive_flags"),
-                   dp_types_enc=_dec(d["dp_types_enc"], "dp_types_enc"), global_bsz=int(d["global_bsz"]),
-                   chunks=int(d["chunks"]), world_size=int(ws), pp_division=div, checkpoint=ck,
-                   model=str(d.get("model", "")), est_iter_s=d.get("est_iter_s"),
-                   est_throughput_samples_per_s=d.get("est_throughput_samples_per_s"),
-                   est_mem_mb_per_device=d.get("est_mem_mb_per_device"))
+                   dp_types_enc=_dec(d["dp_types_enc"], "dp_types_enc"),
+                   global_bsz=_int(d, "global_bsz", MAX_GLOBAL_BSZ, "samples per iteration"),
+                   chunks=_int(d, "chunks", MAX_GLOBAL_BSZ, "micro-batches, at most global_bsz"), world_size=ws,
+                   pp_division=div, checkpoint=ck, model=str(d.get("model", "")),
+                   est_iter_s=_est(d, "est_iter_s"),
+                   est_throughput_samples_per_s=_est(d, "est_throughput_samples_per_s"),
+                   est_mem_mb_per_device=_est(d, "est_mem_mb_per_device"))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

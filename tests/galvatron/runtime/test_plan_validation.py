@@ -132,3 +132,43 @@ def test_fuzzed_runtime_layers_are_valid_exactly_or_one_line_errors(layer):
     assert type(layer["tp"]) is int and type(layer["dp"]) is int and p.layers[0].tp == layer["tp"]
     assert all(type(layer.get(k, True)) is bool for k in ("sdp", "consecutive", "ckpt"))
     assert not math.isnan(p.global_bsz)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("pp_deg", 2.5, "plan: pp_deg: 2.5 is not an integer"), ("pp_deg", True, "plan: pp_deg: True is not an integer"),
+    ("global_bsz", 2.7, "plan: global_bsz: 2.7 is not an integer"), ("global_bsz", 0, "global_bsz: 0 is out of range"),
+    ("tp_sizes_enc", [1.5, 1], "plan: tp_sizes_enc[0]: 1.5 is not an integer"),
+    ("tp_sizes_enc", "1.5,1", "plan: tp_sizes_enc: '1.5' is not an integer"),
+    ("est_iter_s", math.inf, "plan: est_iter_s: inf is not a finite number"),
+])
+def test_finding4_the_search_plan_reads_galvatron_json_strictly_too(field, value, says):
+    """Finding 4 in the search's reader of the same format (``search.plan.Plan.from_dict``, numpy only, so its
+    checks are ``lib.cli_errors.check_int`` rather than pydantic)."""
+    from lib.galvatron.search.plan import Plan
+
+    with pytest.raises(ValueError) as e:
+        Plan.from_dict(dict(NATIVE, **{field: value}))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(changes=st.dictionaries(_native_keys, _values, min_size=1, max_size=3))
+def test_fuzzed_plans_are_read_alike_by_the_search_and_the_runtime(changes):
+    """Both readers of Galvatron's JSON accept a fuzzed plan with the same integers, or both refuse it."""
+    from lib.galvatron.search.plan import Plan
+
+    d = dict(NATIVE, **changes)
+    try:
+        rp = load_plan(d, 2, "fuzz.json")
+    except ValueError:
+        rp = None
+    try:
+        sp = Plan.from_dict(d, 2)
+    except ValueError as e:
+        assert "\n" not in str(e)
+        sp = None
+    if sp is not None and rp is not None:  # the search is stricter (powers of two, divisibility): no converse
+        assert (sp.pp_deg, sp.global_bsz, sp.chunks) == (rp.pp, rp.global_bsz, rp.chunks)
+        assert list(sp.tp_sizes_enc) == [s.tp for s in rp.layers]
+    if sp is not None:
+        assert rp is not None, d
