@@ -50,8 +50,8 @@ class Verdict:
     def __repr__(self) -> str:  # what a reader sees when a cell ends with check(...)
         return self.message
 
-    def _repr_pretty_(self, p, cycle):  # IPython's display: wrapped to the book's text column (88 characters)
-        p.text(textwrap.fill(self.message, 88, subsequent_indent="  ", break_on_hyphens=False))
+    def _repr_pretty_(self, p, cycle):  # IPython's display: wrapped to fit a solution's box (78 characters)
+        p.text(textwrap.fill(self.message, 78, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def _chapter(ex_id: str) -> int:
