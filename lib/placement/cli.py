@@ -19,8 +19,7 @@ import json
 import os
 import sys
 
-from lib.cli_checks import check_float, check_int
-from lib.cli_errors import OneLineParser, run_cli
+from lib.cli_errors import OneLineParser, check_float, check_int, run_cli
 from lib.placement.experiment import (DEFAULT_OUT, EnvSpec, evaluate_run, figures, resolve_run, spec_on_device,
                                       train_run)
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lib.cli_checks import check_float, check_int
-from lib.cli_errors import OneLineParser, run_cli
+from lib.cli_errors import OneLineParser, check_float, check_int, run_cli
 from lib.straggler.model import FailureModel, backup_count, optimal_interval_min, step_efficiency, young_daly_min
 from lib.straggler.simulate import five_ways
 
