@@ -223,3 +223,15 @@ def test_finding3_a_stopped_rank_is_an_error_within_the_timeout(tmp_path):
     assert 5 < waited < 10 + 15 and codes[0] != 0, (waited, logs)
     lines = _our_lines(logs[0])
     assert len(lines) == 1 and lines[0].startswith("error: rank 0: the distributed run failed"), logs[0]
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_that_refuses_before_the_agreement_fails_the_others_within_the_timeout(tmp_path):
+    """Node 1 refuses ``--steps 0`` on its own, before any process group (exit 2, and as a rank other than 0 it
+    prints nothing); node 0 waits for it only until ``--timeout-s`` (5 s here) and exits 1 saying so."""
+    t0 = time.monotonic()
+    codes, logs = _wait(_nodes(tmp_path, (["--steps", "2", "--timeout-s", "5"], ["--steps", "0"])), timeout_s=45)
+    assert time.monotonic() - t0 < 45
+    assert "exitcode  : 2" in logs[1] and _our_lines(logs[1]) == []
+    lines = _our_lines(logs[0])
+    assert codes[0] != 0 and len(lines) == 1 and "no answer within --timeout-s 5 s" in lines[0], logs[0]
