@@ -54,6 +54,25 @@ def _figure(div_id: str, legend: dict | None, title: str, house: bool = False) -
     return f"<div class='cell_output docutils container'><div class='output text_html'>{html}</div></div>"
 
 
+#: sphinx-togglebutton's assets and settings, as the built book's pages load them (see its _static/).
+TOGGLE = ("<script>let toggleHintShow = 'Click to show';</script>"
+          "<script>let toggleHintHide = 'Click to hide';</script>"
+          "<script>let toggleOpenOnPrint = 'true';</script>"
+          "<script>var togglebuttonSelector = '.toggle, .admonition.dropdown';</script>"
+          "<link rel='stylesheet' href='/_static/togglebutton.css'>"
+          "<script src='/_static/togglebutton.js'></script>")
+
+
+def _solution(classes: str = "solution dropdown admonition", n: int = 1) -> str:
+    """An exercise and its solution as sphinx-exercise writes them (the solution's code asserts, by design)."""
+    return (f"<div class='exercise admonition' id='ex-{n}'><p class='admonition-title'>Exercise {n}</p>"
+            f"<section id='exercise-content'><p>What is six times seven?</p></section></div>"
+            f"<div class='{classes}' id='solution-{n}'><p class='admonition-title'>Solution to "
+            f"<a class='reference internal' href='#ex-{n}'>Exercise {n}</a></p><section id='solution-content'>"
+            f"<p>Six sevens make forty-two.</p>"
+            + _cell("answer = 6 * 7\nassert answer == 42, answer", "42") + "</section></div>")
+
+
 def _write(root, rel: str, html: str):
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +96,10 @@ def book(tmp_path_factory):
     (root / "_static" / "mathjax").mkdir(parents=True)
     shutil.copy(offline_assets.plotly_js_source(), root / "_static" / "plotly.min.js")
     shutil.copy(offline_assets.mathjax_js_source(), root / "_static" / "mathjax" / "tex-svg.js")
+    import sphinx_togglebutton
+
+    for name in ("togglebutton.js", "togglebutton.css"):
+        shutil.copy(os.path.join(os.path.dirname(sphinx_togglebutton.__file__), "_static", name), root / "_static")
     _write(root, "index.html", "<meta http-equiv='Refresh' content='0; url=intro.html'>")
     _write(root, "intro.html", _page(
         "<h1>Good page</h1><p>Measured on cuda:0 (NVIDIA H200). See "
@@ -96,6 +119,13 @@ def book(tmp_path_factory):
     _write(root, "references.html", _page(
         "<h1>References</h1><div class='admonition warning'><p class='admonition-title'>Warning</p>"
         "<p>A warning admonition is prose, not a Python warning.</p></div>"))
+    _write(root, "book/x/solutions.html", _page(  # two collapsed solutions that open on a click
+        "<h1>Exercises</h1>" + _solution(n=1) + _solution(n=2), head=LOCAL_JS + TOGGLE))
+    _write(root, "book/x/shown.html", _page(  # not a dropdown: shown from the start, nothing to click
+        "<h1>Shown</h1>" + _solution("solution admonition"), head=LOCAL_JS + TOGGLE))
+    _write(root, "book/x/stuck.html", _page(  # collapsed, but a style keeps the body hidden after the click
+        "<h1>Stuck</h1>" + _solution(), head=LOCAL_JS + TOGGLE
+        + "<style>div.solution section{display:none !important}</style>"))
     _write(root, "book/x/wide.html", _page("<h1>Wide</h1>" + _cell("print(wide_output)", WIDE_LINE)))
     _write(root, "book/x/legend.html", _page(
         "<h1>Legends</h1>"
@@ -127,7 +157,8 @@ def failures(book):
 
 def test_pages_are_the_root_pages_then_the_chapters(book):
     assert bc.pages(str(book)) == ["intro.html", "references.html", "book/x/cdn.html", "book/x/legend.html",
-                                   "book/x/math.html", "book/x/text.html", "book/x/wide.html"]
+                                   "book/x/math.html", "book/x/shown.html", "book/x/solutions.html",
+                                   "book/x/stuck.html", "book/x/text.html", "book/x/wide.html"]
 
 
 def test_good_pages_pass_every_check(failures):
@@ -137,8 +168,9 @@ def test_good_pages_pass_every_check(failures):
 
 def test_screenshots_one_per_page(failures):
     names = sorted(os.listdir(failures["shots"]))
-    assert names == ["book__x__cdn.png", "book__x__legend.png", "book__x__math.png", "book__x__text.png",
-                     "book__x__wide.png", "intro.png", "references.png"]
+    assert names == ["book__x__cdn.png", "book__x__legend.png", "book__x__math.png", "book__x__shown.png",
+                     "book__x__solutions.png", "book__x__stuck.png", "book__x__text.png", "book__x__wide.png",
+                     "intro.png", "references.png"]
 
 
 def test_offline_a_cdn_formula_or_figure_is_not_drawn_and_says_so(failures):
@@ -204,3 +236,33 @@ def test_check_cell_rules_only_apply_to_code_blocks():
     assert [f.message.split(":")[0] for f in bc.text_failures("p", "", ["x = 1\nassert x == 1"])] == ["a check cell"]
     assert bc.text_failures("p", "", ["# Oracle: stored output"])
     assert bc.text_failures("p", "", ["x = 1  # assertive comment"]) == []
+
+
+def test_collapsed_solutions_that_open_on_a_click_pass_and_their_asserts_are_spared(failures):
+    """sphinx-togglebutton hides both bodies; clicking each toggle shows it. A solution asserts its own answer
+    (the exercises' rule), so its code is not a check cell."""
+    assert failures["by_page"]["book/x/solutions.html"] == []
+
+
+def test_a_solution_shown_before_a_click_is_reported(failures):
+    found = failures["by_page"]["book/x/shown.html"]
+    assert {f.kind for f in found} == {bc.SOLUTIONS}
+    msgs = sorted(f.message for f in found)
+    assert len(msgs) == 2, msgs
+    assert "has no toggle button" in msgs[0]
+    assert "shows its body before a click" in msgs[1] and "Six sevens make forty-two" in msgs[1]
+
+
+def test_a_solution_that_stays_hidden_after_its_click_is_reported(failures):
+    (f,) = failures["by_page"]["book/x/stuck.html"]
+    assert f.kind == bc.SOLUTIONS and "stays hidden after clicking its toggle button" in f.message
+
+
+def test_solution_failures_without_a_browser():
+    closed = {"i": 0, "label": "Solution to Exercise 1", "dropdown": True, "button": True, "hasBody": True,
+              "visible": ""}
+    opened = {**closed, "visible": "Six sevens make forty-two."}
+    assert bc.solution_failures("p", [closed], [opened]) == []
+    assert [f.kind for f in bc.solution_failures("p", [opened], [opened])] == [bc.SOLUTIONS]
+    (f,) = bc.solution_failures("p", [closed], [closed])
+    assert "stays hidden" in f.message

@@ -10,7 +10,9 @@ For the front page, the reference pages and every chapter page it checks that:
 - the article's visible text shows no absolute path (``/work/``, ``/home/``, ``/tmp/``, ``C:\\``,
   ``site-packages``...), no temporary folder (``tmpXXXXXXXX``, ``placement-runs-...``), no Python traceback or
   warning, and no cell meant only for checks (a code block with ``# Oracle``, ``nbval``, ``keep_output`` or a
-  line starting with ``assert``).
+  line starting with ``assert``; an exercise's solution asserts its own answer by design, so its code is spared);
+- every exercise solution (sphinx-exercise's ``div.solution.dropdown``, collapsed by sphinx-togglebutton) shows
+  no text of its body before a click, and clicking its toggle button makes the body visible.
 
 Prints one line per page, then every failure; exits 1 on any. Saves a full-page screenshot of each page. Every
 request that leaves the local server is aborted and counted: plotly.js and MathJax must come from the book's own
@@ -42,8 +44,8 @@ VIEWPORT = {"width": 1400, "height": 900}
 NOT_PAGES = {"index.html", "genindex.html", "search.html", "py-modindex.html"}
 
 #: The kinds of failure, as reported (tests match on them).
-JS, FIGURES, NAV, HTTP, WIDE, LEGEND, TEXT, MATH = (
-    "javascript", "figures", "navigation", "http", "wide-block", "legend-overlap", "text", "formulas",
+JS, FIGURES, NAV, HTTP, WIDE, LEGEND, TEXT, MATH, SOLUTIONS = (
+    "javascript", "figures", "navigation", "http", "wide-block", "legend-overlap", "text", "formulas", "solutions",
 )
 
 
@@ -169,8 +171,46 @@ _LEGEND_JS = """() => {
 
 _TEXT_JS = """() => {
   const art = %s;
-  return {text: art.innerText, code: [...art.querySelectorAll('pre')].map(p => p.innerText)};
+  const code = [...art.querySelectorAll('pre')].filter(p => !p.closest('div.solution'));
+  return {text: art.innerText, code: code.map(p => p.innerText)};
 }""" % _ARTICLE_JS
+
+#: Solutions (sphinx-exercise: ``div.solution``; sphinx-togglebutton hides everything after the title of a
+#: ``.toggle`` admonition and adds a ``button.toggle-button`` to its title). For each, the visible text of its
+#: body: the children after its title that are rendered (not display:none, visibility:hidden or opacity 0, a
+#: box of some height) and have text.
+_SOLUTIONS_JS = """() => [...document.querySelectorAll('div.solution')].map((sol, i) => {
+  const title = sol.querySelector(':scope > .admonition-title');
+  const seen = (el) => {
+    const r = el.getBoundingClientRect();
+    const ok = el.checkVisibility ? el.checkVisibility({opacityProperty: true, visibilityProperty: true})
+                                  : getComputedStyle(el).visibility === 'visible';
+    return ok && r.height > 0 && r.width > 0;
+  };
+  const body = [...sol.children].filter(c => c !== title);
+  const text = body.filter(seen).map(c => (c.innerText || '').trim()).filter(Boolean).join(' ');
+  return {i, label: (title ? title.innerText : '').trim().replace(/\\s+/g, ' ').slice(0, 60),
+          dropdown: sol.classList.contains('dropdown'),
+          button: !!sol.querySelector(':scope > .admonition-title button.toggle-button'),
+          hasBody: body.some(c => (c.textContent || '').trim()),
+          visible: text.replace(/\\s+/g, ' ').slice(0, 60)};
+})"""
+
+
+def solution_failures(rel: str, before: list[dict], after: list[dict]) -> list[Failure]:
+    """Failures for the solutions of a page: ``before`` and ``after`` are :data:`_SOLUTIONS_JS`'s answers
+    before any click and after clicking each solution's toggle button."""
+    found = []
+    opened = {s["i"]: s for s in after}
+    for s in before:
+        name = f"solution {s['i'] + 1} ({s['label']!r})"
+        if s["visible"]:
+            found.append(Failure(rel, SOLUTIONS, f"{name} shows its body before a click: {s['visible']!r}"))
+        if not s["button"]:
+            found.append(Failure(rel, SOLUTIONS, f"{name} has no toggle button"))
+        elif s["hasBody"] and not opened.get(s["i"], {}).get("visible"):
+            found.append(Failure(rel, SOLUTIONS, f"{name} stays hidden after clicking its toggle button"))
+    return found
 
 #: Visible-text rules: (what it is, pattern). Matched line by line against the article's innerText.
 TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
@@ -263,6 +303,13 @@ def check_page(browser, base: str, rel: str, shots: str | None) -> PageResult:
             name = rel.replace("/", "__").replace(".html", ".png")
             page.screenshot(path=os.path.join(shots, name), full_page=True)
         legends = page.evaluate(_LEGEND_JS)
+        before = page.evaluate(_SOLUTIONS_JS)  # before any click: every solution collapsed
+        buttons = page.locator("div.solution > .admonition-title button.toggle-button")
+        for i in range(buttons.count()):
+            buttons.nth(i).click()
+        if before:
+            page.wait_for_timeout(400)  # togglebutton's 0.3 s fade-in
+        after = page.evaluate(_SOLUTIONS_JS)  # opened: their code is measured and read below, too
         # A reader can open every collapsed block ("Show code cell source"): measure them open.
         page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         wide = page.evaluate(_WIDE_JS, list(WIDE_SELECTORS))
@@ -286,8 +333,11 @@ def check_page(browser, base: str, rel: str, shots: str | None) -> PageResult:
                                              f"({lg['text']!r})"))
     texts = text_failures(rel, shown["text"], shown["code"])
     failures += texts
+    hidden = solution_failures(rel, before, after)
+    failures += hidden
     summary = (f"{n_plots} plotly figures, {drawn} drawn, {math['n']} formulas, {math['drawn']} drawn, "
                f"{nav_links} nav links, {len(wide)} wide blocks, "
+               f"{len(before)} solutions, {len(hidden)} solution problems, "
                f"{len(legends)} legend overlaps, {len(texts)} text problems, "
                f"{len(aborted)} outside requests blocked")
     return PageResult(rel, failures, summary)
