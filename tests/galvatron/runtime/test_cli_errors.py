@@ -11,8 +11,10 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lib.galvatron.__main__ import main
+from lib.galvatron.__main__ import LIMITS, main
 from lib.galvatron.runtime.jobs import judge_checks, nanmax
 from lib.galvatron.runtime.processes import free_port
 from tests import ROOT
@@ -50,6 +52,26 @@ def test_finding5_flag_errors_are_one_line_and_exit_2(plan1, capsys, flags, says
     """Finding 5: user errors came out as tracebacks or misleading messages."""
     assert main(["run", "--plan", plan1, *flags]) == 2
     assert says in _one_line_error(capsys.readouterr().err)
+
+
+_bad_int_flags = st.sampled_from(sorted(LIMITS)).flatmap(lambda k: st.tuples(st.just(k), st.one_of(
+    st.integers(max_value=LIMITS[k][0] - 1), st.integers(min_value=LIMITS[k][1] + 1))))
+_bad_float_flags = st.tuples(st.sampled_from(["lr", "timeout_s", "tol"]), st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, -1.0]), st.floats(min_value=1e4, allow_infinity=False)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bad=st.one_of(_bad_int_flags, _bad_float_flags))
+def test_fuzzed_out_of_range_flags_are_one_line_naming_the_flag(plan1, capsys, bad):
+    """Any integer flag outside its range, any non-finite or negative float: exit 2 before any work, one line
+    naming the flag (``--tol 1e4`` is a legal tolerance, so it is skipped)."""
+    k, v = bad
+    if k == "tol" and math.isfinite(v) and v >= 0:
+        return
+    flag = "--" + k.replace("_", "-")
+    value = repr(v) if isinstance(v, float) else str(v)
+    assert main(["run", "--plan", plan1, f"{flag}={value}"]) == 2  # "=": argparse takes "-inf" for an option
+    assert f"error: {flag} " in _one_line_error(capsys.readouterr().err)
 
 
 def test_finding5_device_cuda_without_a_gpu_says_so(plan1, capsys):
