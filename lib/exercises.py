@@ -111,3 +111,35 @@ def check(ex_id: str, value: Any) -> Verdict:
     """Your answer ``value`` to exercise ``ex_id`` against the book's reference: right or wrong, and how far."""
     ref = reference(ex_id)
     return compare(ref, value, ref.answer())
+
+
+#: Parameters that change where files go or what is interactive, never a number an answer depends on.
+NEUTRAL_PARAMETERS = ("runs_dir", "live_widgets", "save_profile")
+
+
+def chapter_defaults(chapter: int) -> dict[str, Any]:
+    """The defaults of chapter ``chapter``'s parameters cell (what every answer key assumes), evaluated."""
+    import ast
+
+    import papermill
+
+    from lib.rerun.params import ROOT, book_chapters
+
+    path = f"{ROOT}/{book_chapters()[chapter - 1]}.ipynb"
+    values: dict[str, Any] = {}
+    for name, spec in papermill.inspect_notebook(path).items():
+        try:
+            values[name] = ast.literal_eval(spec["default"])
+        except (ValueError, SyntaxError):
+            values[name] = eval(spec["default"], {}, dict(values))  # e.g. model_name = models[0]
+    return values
+
+
+def at_defaults(chapter: int, namespace: dict) -> bool:
+    """Whether a chapter runs with the parameters its answer key assumes (those of its parameters cell).
+
+    A chapter rerun with other parameters (``papermill -p``, ``make rerun``) still shows its solutions, but their
+    numbers are for the run's parameters, so the solutions' asserts apply only when this is True.
+    """
+    defaults = chapter_defaults(chapter)
+    return all(namespace.get(k) == v for k, v in defaults.items() if k not in NEUTRAL_PARAMETERS)

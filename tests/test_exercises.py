@@ -35,17 +35,20 @@ def test_every_chapter_has_four_exercises_each_with_a_solution_that_checks(path)
     solution_code = []
     inside = False
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            if "{solution-start}" in cell.source:
-                inside = True
-            if "{solution-end}" in cell.source:
-                inside = False
+        if cell.cell_type == "markdown":  # one markdown cell may close a solution and open the next
+            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
+            if start != -1 or end != -1:
+                inside = start > end
         elif inside:
             solution_code.append(cell.source)
     checked = set(re.findall(r"check\(\"(ch\d+\.\d+)\"", "\n".join(solution_code)))
     ids = set(exercises.references(n))
     assert ids and checked <= ids, f"chapter {n}: solutions check {sorted(checked - ids)}, not in the answer key"
     assert all("assert" in c for c in solution_code if "check(" in c)  # a solution asserts its own answer
+    n_solutions = len(SOLUTION.findall(text))
+    assert len(checked) >= n_solutions - 2, f"{path}: only {len(checked)} of {n_solutions} solutions call check()"
+    # the asserts apply at the chapter's defaults, which its hidden guard cell states (and nbval checks as True)
+    assert f"exercises.at_defaults({n}, globals())" in text
 
 
 def test_the_checker_accepts_every_reference_and_rejects_a_wrong_answer():
@@ -82,3 +85,12 @@ def test_bad_exercise_ids_are_refused(bad):
 def test_an_unknown_exercise_of_a_real_chapter_is_refused():
     with pytest.raises(ValueError, match="no exercise 'ch1.99'"):
         exercises.check("ch1.99", 1)
+
+
+def test_solutions_apply_only_at_the_chapters_defaults():
+    d = exercises.chapter_defaults(2)
+    assert d["preset"] == "49m" and d["runs_dir"] is None
+    assert exercises.at_defaults(2, dict(d))
+    assert exercises.at_defaults(2, dict(d, runs_dir="/somewhere"))  # where files go changes no answer
+    assert not exercises.at_defaults(2, dict(d, preset="ci"))
+    assert exercises.chapter_defaults(6)["model_name"] == "bert-huge-32"  # a default computed from another

@@ -201,3 +201,17 @@ def test_bad_yaml_and_a_folder_that_is_not_a_run_are_one_line(tmp_path):
     (tmp_path / "r" / "params.json").write_text('{"set": {"zz": 1}}')
     rc, err = _call(["--resume", str(tmp_path / "r"), "--runs-root", str(tmp_path / "runs")])
     assert rc == 2 and len(err) == 1 and "params.json" in err[0], err
+
+
+def test_papermill_reads_every_parameter_of_every_chapter():
+    """papermill's parser drops a parameter whose comment it cannot parse (an apostrophe did): every assignment
+    of a parameters cell must be a declared parameter, or reruns and the exercises' guard miss it."""
+    import ast
+
+    for chapter in params.book_chapters():
+        with open(os.path.join(ROOT, chapter + ".ipynb"), encoding="utf-8") as f:
+            nb = json.load(f)
+        (cell,) = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
+        names = [t.id for n in ast.parse("".join(cell["source"])).body if isinstance(n, ast.Assign)
+                 for t in n.targets]
+        assert list(params.declared(chapter)) == names, chapter

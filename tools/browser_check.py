@@ -313,6 +313,10 @@ def check_page(browser, base: str, rel: str, shots: str | None) -> PageResult:
         # A reader can open every collapsed block ("Show code cell source"): measure them open.
         page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         wide = page.evaluate(_WIDE_JS, list(WIDE_SELECTORS))
+        if wide:  # plotly resizes a figure to its box a moment after load: measure again before reporting
+            page.wait_for_timeout(1500)
+            again = {w["text"] for w in page.evaluate(_WIDE_JS, list(WIDE_SELECTORS))}
+            wide = [w for w in wide if w["text"] in again]
         shown = page.evaluate(_TEXT_JS)
     finally:
         page.close()
