@@ -10,6 +10,7 @@ Python (a few thousand placements a second). Used in: Part I, chapters 1-3 (``mo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 from lib import hardware as hw
@@ -57,16 +58,22 @@ class NodeProfile:
     @classmethod
     def from_report(cls, path: str, graph_name: str) -> "NodeProfile":
         """The profile ``benchmarks/gpu_check.py`` measured for the graph ``graph_name`` (e.g. ``gpt-49m``),
-        from its JSON report. A dry-run report (no GPU) is refused: its times are a CPU's."""
+        from its JSON report. A dry-run report (no GPU) is refused: its times are a CPU's. Every field is
+        checked with exact types and ranges first (``ValueError`` naming the file and the field)."""
         import json
 
         with open(path) as f:
             rep = json.load(f)
-        if rep.get("kind") != "gpu_check":
-            raise ValueError(f"{path!r} is not a gpu_check report (kind={rep.get('kind')!r})")
+        if not isinstance(rep, dict) or rep.get("kind") != "gpu_check":
+            kind = rep.get("kind") if isinstance(rep, dict) else type(rep).__name__
+            raise ValueError(f"{path!r} is not a gpu_check report (kind={kind!r})")
         if rep.get("dry_run"):
             raise ValueError(f"{path!r} is a dry run on a CPU; its node times are not a GPU's")
-        found = [r["node_profile"] for r in rep.get("single_device", []) if "node_profile" in r]
+        runs = rep.get("single_device", [])
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise ValueError(f"{path}: single_device must be a list of objects")
+        found = [_checked_node_profile(r["node_profile"], f"{path}: single_device[{i}].node_profile")
+                 for i, r in enumerate(runs) if "node_profile" in r]
         for d in found:
             if d["graph_name"] == graph_name:
                 return cls.from_dict(d)
@@ -83,6 +90,47 @@ class NodeProfile:
         f = batch / self.batch
         return replace(self, batch=batch, fwd_s=tuple(t * f for t in self.fwd_s), bwd_s=tuple(t * f for t in self.bwd_s),
                        source=f"{self.source}; scaled linearly from batch {self.batch} to {batch}")
+
+
+@lru_cache(maxsize=1)
+def _node_profile_model():
+    """The pydantic model of a report's ``node_profile`` (built on first use: the simulator itself needs no pydantic)."""
+    from typing import Annotated
+
+    from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+    Seconds = Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600, allow_inf_nan=False)]
+
+    class NodeProfileModel(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        graph_name: StrictStr
+        batch: Annotated[StrictInt, Field(ge=1, le=1_000_000)]
+        device_name: StrictStr
+        fwd_s: Annotated[list[Seconds], Field(min_length=1, max_length=100_000)]
+        bwd_s: Annotated[list[Seconds], Field(min_length=1, max_length=100_000)]
+        optimizer_s_per_param: Annotated[StrictFloat | StrictInt, Field(ge=0, le=1, allow_inf_nan=False)]
+        source: StrictStr = ""
+
+    return NodeProfileModel
+
+
+def _checked_node_profile(d, where: str) -> dict:
+    """``d`` if it is a valid node profile (exact types, finite times in [0, 1 h], equal lengths); else a
+    one-line ``ValueError`` naming ``where`` and the field."""
+    from pydantic import ValidationError
+
+    from lib.cli_errors import describe_validation_error
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: a JSON {type(d).__name__}, not an object")
+    try:
+        _node_profile_model().model_validate(d)
+    except ValidationError as e:
+        raise ValueError(describe_validation_error(e, where)) from None
+    if len(d["fwd_s"]) != len(d["bwd_s"]):
+        raise ValueError(f"{where}: fwd_s has {len(d['fwd_s'])} times and bwd_s {len(d['bwd_s'])}; "
+                         "they must match, one per node")
+    return d
 
 
 @dataclass(frozen=True)
