@@ -16,12 +16,9 @@ SOLUTION = re.compile(r"^`{3,}\{solution(?:-start)?\} ([\w-]+)", re.M)
 
 
 def _chapter_number(path):
-    import yaml
+    from lib.rerun.params import book_chapters
 
-    with open(chapters.ROOT + "/_toc.yml") as f:
-        toc = yaml.safe_load(f)
-    files = [c["file"] for part in toc["parts"] for c in part["chapters"] if c["file"].startswith("book/")]
-    return files.index(path[len(chapters.ROOT) + 1:-3]) + 1
+    return book_chapters().index(path[len(chapters.ROOT) + 1:-3]) + 1
 
 
 @pytest.mark.parametrize("path", MDS, ids=[p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in MDS])

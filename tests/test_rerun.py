@@ -1,9 +1,7 @@
 """Batch reruns (python -m lib.rerun): parameter sets checked before anything runs, one folder per run, a failing
 chapter reported without stopping the others, resumable; and the book built from a rerun without executing."""
 
-import contextlib
 import datetime as dt
-import io
 import json
 import os
 import shutil
@@ -14,6 +12,7 @@ from hypothesis import strategies as st
 
 from lib.rerun import execute, params, replay
 from lib.rerun.__main__ import main
+from tests.cli_helpers import call_main
 
 ROOT = params.ROOT
 FAST = ["book/stragglers/01_the_one_slow_gpu", "book/galvatron/01_the_space"]
@@ -165,10 +164,8 @@ def test_book_from_refuses_a_run_with_failures(tmp_path):
 
 
 def _call(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(argv)
-    return rc, err.getvalue().splitlines()
+    rc, _, err = call_main(main, argv)
+    return rc, err
 
 
 _WORDS = st.text(alphabet="abcz0129-_./: \"'{}[],", max_size=12)

@@ -68,14 +68,18 @@ def new_run_dir(set_name: str, runs_root: str, now: _dt.datetime | None = None) 
 
 
 def _commit() -> str:
+    """The book's commit, short, with ``+changes`` when tracked files differ from it; ``unknown`` outside git."""
+    from lib.runlog import git_commit
+
+    sha = git_commit(ROOT)
+    if sha is None:
+        return "unknown"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return (sha + ("+changes" if dirty else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        dirty = ""
+    return sha[:7] + ("+changes" if dirty else "")
 
 
 def machine_info(set_name: str) -> RunInfo:

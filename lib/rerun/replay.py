@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 
+from lib.rerun.execute import read_summary
 from lib.rerun.params import ROOT, book_chapters
 
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "_build", "runs", "__pycache__", "*.pyc", ".ipynb_checkpoints",
@@ -51,8 +52,7 @@ def _insert_after_title(nb: dict, text: str) -> None:
 
 def stage(run_dir: str, dest: str, root: str = ROOT) -> list[str]:
     """Copy the book into ``dest`` with the rerun's notebooks; return the chapters taken from the rerun."""
-    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
-        summary = json.load(f)
+    summary = read_summary(run_dir)
     with open(os.path.join(run_dir, "params.json"), encoding="utf-8") as f:
         params = json.load(f)
     failed = [r["chapter"] for r in summary["chapters"] if r["status"] != "ok"]

@@ -1,8 +1,6 @@
 """``python -m lib.placement`` as a hostile user runs it (issue 18): one line and exit 2 for every mistake,
 one writer per run, damaged logs and checkpoints refused naming the file, ``--repair`` for a truncated log."""
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -17,6 +15,7 @@ from hypothesis import strategies as st
 
 from lib import runlog
 from lib.placement import cli
+from tests.cli_helpers import assert_one_line, call_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--preset", "ci", "--n-iters", "3", "--k", "2", "--hidden", "8", "--quiet"]
@@ -26,18 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def call(argv):
     """``cli.main(argv)`` in-process: (exit status, stdout, stderr lines)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(argv)
-    return rc, out.getvalue(), err.getvalue().splitlines()
-
-
-def assert_one_line(rc, err, *words):
-    assert rc == 2, (rc, err)
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    assert "Traceback" not in err[0]
-    for w in words:
-        assert w in err[0], (w, err)
+    return call_main(cli.main, argv)
 
 
 def run(args, timeout=120):

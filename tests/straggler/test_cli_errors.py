@@ -1,8 +1,6 @@
 """``python -m lib.straggler`` as a hostile user runs it (issue 18): one line and exit 2 for every mistake, no
 OverflowError or math domain error at extreme but legal inputs, probabilities within [0, 1]."""
 
-import contextlib
-import io
 import json
 import math
 import subprocess
@@ -14,19 +12,11 @@ from hypothesis import strategies as st
 
 from lib.straggler import cli
 from lib.straggler.model import checkpoint_shares, optimal_interval_min, p_wait, young_daly_min
+from tests.cli_helpers import assert_one_line, call_main
 
 
 def call(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(argv)
-    return rc, out.getvalue(), err.getvalue().splitlines()
-
-
-def assert_one_line(rc, err, *words):
-    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0], (rc, err)
-    for w in words:
-        assert w in err[0], (w, err)
+    return call_main(cli.main, argv)
 
 
 def check_result(stdout):
