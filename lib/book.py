@@ -70,3 +70,43 @@ def resolve_mode(mode: str, n_real_devices: int, needed: int) -> str:
 def in_ci() -> bool:
     """True under CI or a book build (set ``CI=true``); chapters may shorten live-only extras then."""
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+#: Where a chapter's downloadable run logs go, relative to the chapter's folder (git-ignored; the page links
+#: ``{download}`runlogs/<chapter>.zip```; a replay puts the rerun's logs there instead).
+RUNLOGS_DIR = "runlogs"
+
+
+def runlogs_zip_name(chapter: str) -> str:
+    """The download a chapter's page links for its run logs, relative to the chapter's folder."""
+    return f"{RUNLOGS_DIR}/{os.path.basename(chapter)}.zip"
+
+
+def zip_runlogs(runs_dir: str, dest: str) -> int:
+    """Zip every file under ``runs_dir`` (paths relative to it, sorted, lock files left out) into ``dest``.
+
+    Written whole or not at all (``lib.atomic``): a reader never downloads half an archive. Returns the number
+    of files archived; a ``runs_dir`` that is missing or holds no file is a ``ValueError`` naming it.
+    """
+    import io
+    import zipfile
+
+    from lib.atomic import write_bytes
+
+    files = sorted(os.path.relpath(os.path.join(d, f), runs_dir)
+                   for d, _, fs in os.walk(runs_dir) for f in fs if not f.endswith((".lock", ".tmp")))
+    if not files:
+        raise ValueError(f"runs_dir {runs_dir!r}: no run logs to offer (missing or empty folder)")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for rel in files:
+            z.write(os.path.join(runs_dir, rel), rel)
+    write_bytes(dest, buf.getvalue())
+    return len(files)
+
+
+def offer_runlogs(runs_dir: str, chapter: str) -> str:
+    """Zip this chapter's run logs where its page's download link points (run from the chapter's folder)."""
+    name = runlogs_zip_name(chapter)
+    zip_runlogs(runs_dir, name)
+    return name

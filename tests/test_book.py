@@ -42,3 +42,33 @@ def test_glued_text_displays_without_quotes(monkeypatch):
     assert repr(seen["err"]) == "30%" and seen["err"] == "30%"
     book.glue("n", 3)
     assert seen["n"] == 3 and repr(seen["n"]) == "3"
+
+
+def test_zip_runlogs_archives_every_log_and_refuses_an_empty_folder(tmp_path):
+    import zipfile
+
+    runs = tmp_path / "runs"
+    (runs / "sub").mkdir(parents=True)
+    (runs / "a.jsonl").write_text('{"update": 0}\n')
+    (runs / "sub" / "b.jsonl").write_text('{"update": 1}\n')
+    (runs / "a.jsonl.lock").write_text("")
+    dest = tmp_path / "out" / "ch.zip"
+    assert book.zip_runlogs(str(runs), str(dest)) == 2
+    with zipfile.ZipFile(dest) as z:
+        assert z.namelist() == ["a.jsonl", "sub/b.jsonl"]
+        assert z.read("sub/b.jsonl") == b'{"update": 1}\n'
+    assert [p.name for p in dest.parent.iterdir()] == ["ch.zip"]  # no temporary file left beside it
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="empty"):
+        book.zip_runlogs(str(empty), str(tmp_path / "x.zip"))
+    assert not (tmp_path / "x.zip").exists()
+
+
+def test_offer_runlogs_writes_where_the_page_links(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "r.jsonl").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    assert book.offer_runlogs(str(runs), "book/placement/02_the_placer") == "runlogs/02_the_placer.zip"
+    assert (tmp_path / "runlogs" / "02_the_placer.zip").is_file()

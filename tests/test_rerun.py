@@ -148,11 +148,39 @@ def test_book_from_builds_without_executing(tmp_path, monkeypatch):
     page = open(os.path.join(html, "book", "x", "ch.html"), encoding="utf-8").read()
     assert "from the GPU box 42" in page and "executed again" not in page
     assert "cuda:0 (NVIDIA H200)" in page and "abc1234" in page and "4gpu" in page
-    assert "ch_runlogs.zip" in page  # the run logs behind the page, offered for download
+    import re
+
+    assert re.search(r'href="[^"]*_downloads/[^"]*/ch\.zip"', page)  # the run logs behind the page, for download
     (zipped,) = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(html, "_downloads")) for f in fs]
     import zipfile
 
     assert zipfile.ZipFile(zipped).namelist() == ["run.jsonl"]
+
+
+def test_replay_offers_the_reruns_logs_not_a_local_builds(tmp_path):
+    src = tmp_path / "src"
+    nb = _mini_book(src)
+    nb["cells"].insert(1, {"cell_type": "markdown", "id": "l", "metadata": {},
+                           "source": "Logs: {download}`runlogs/ch.zip`."})
+    (src / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    (src / "book" / "x" / "runlogs").mkdir()
+    (src / "book" / "x" / "runlogs" / "ch.zip").write_bytes(b"a local build's logs")
+    run_dir = tmp_path / "run"
+    (run_dir / "book" / "x").mkdir(parents=True)
+    (run_dir / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    (run_dir / "params.json").write_text(json.dumps({"set": {"name": "s"}, "run": {
+        "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc", "devices": ["cpu"]}}))
+    (run_dir / "summary.json").write_text(json.dumps({"chapters": [{"chapter": "book/x/ch", "status": "ok"}],
+                                                      "pending": []}))
+    # the rerun kept no logs for a page that links them: refused, naming the chapter (not a stale local zip)
+    with pytest.raises(ValueError, match="book/x/ch links its run logs"):
+        replay.stage(str(run_dir), str(tmp_path / "dest"), root=str(src))
+    (run_dir / "runlogs" / "x" / "ch").mkdir(parents=True)
+    (run_dir / "runlogs" / "x" / "ch" / "gpu.jsonl").write_text('{"update": 0}\n')
+    replay.stage(str(run_dir), str(tmp_path / "dest"), root=str(src))
+    import zipfile
+
+    assert zipfile.ZipFile(tmp_path / "dest" / "book" / "x" / "runlogs" / "ch.zip").namelist() == ["gpu.jsonl"]
 
 
 def test_book_from_refuses_a_run_with_failures(tmp_path):

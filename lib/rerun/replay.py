@@ -14,11 +14,13 @@ import shutil
 import subprocess
 import sys
 
+from lib.book import RUNLOGS_DIR, runlogs_zip_name, zip_runlogs
 from lib.rerun.execute import read_summary
 from lib.rerun.params import ROOT, book_chapters
 
-_IGNORE = shutil.ignore_patterns(".git", ".venv", "_build", "runs", "__pycache__", "*.pyc", ".ipynb_checkpoints",
-                                 ".hypothesis")
+# A local build's run logs (``book/<part>/runlogs/``) are left behind: the replayed pages offer the rerun's.
+_IGNORE = shutil.ignore_patterns(".git", ".venv", "_build", "runs", RUNLOGS_DIR, "__pycache__", "*.pyc",
+                                 ".ipynb_checkpoints", ".hypothesis")
 
 
 def note(run: dict, set_info: dict, runlogs: str | None = None) -> str:
@@ -33,12 +35,21 @@ def note(run: dict, set_info: dict, runlogs: str | None = None) -> str:
 
 
 def _zip_runlogs(run_dir: str, chapter: str, dest_dir: str) -> str | None:
-    """Zip ``run_dir/runlogs/<part>/<name>/`` next to the staged chapter; return the zip's name, or None."""
+    """Zip ``run_dir/runlogs/<part>/<name>/`` where the staged chapter's page links its run logs
+    (``runlogs/<name>.zip`` beside it); return that link, or None when the rerun kept no logs for it."""
     logs = os.path.join(run_dir, "runlogs", chapter.removeprefix("book/"))
     if not os.path.isdir(logs) or not any(files for _, _, files in os.walk(logs)):
         return None
-    base = os.path.join(dest_dir, os.path.basename(chapter) + "_runlogs")
-    return os.path.basename(shutil.make_archive(base, "zip", logs))
+    name = runlogs_zip_name(chapter)
+    zip_runlogs(logs, os.path.join(dest_dir, name))
+    return name
+
+
+def _links_runlogs(nb: dict, chapter: str) -> bool:
+    """Does the chapter's page link its run logs (``{download}`runlogs/<name>.zip```)?"""
+    name = runlogs_zip_name(chapter)
+    return any(name in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"])
+               for c in nb["cells"] if c["cell_type"] == "markdown")
 
 
 def _insert_after_title(nb: dict, text: str) -> None:
@@ -70,6 +81,9 @@ def stage(run_dir: str, dest: str, root: str = ROOT) -> list[str]:
             with open(executed, encoding="utf-8") as f:
                 nb = json.load(f)
             runlogs = _zip_runlogs(run_dir, chapter, os.path.dirname(target))
+            if runlogs is None and _links_runlogs(nb, chapter):
+                raise ValueError(f"RUN={run_dir}: {chapter} links its run logs, but the rerun kept none under "
+                                 f"runlogs/{chapter.removeprefix('book/')}/; rerun that chapter")
             _insert_after_title(nb, note(params["run"], params["set"], runlogs))
             taken.append(chapter)
         else:
