@@ -9,8 +9,9 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 and, with ``--out``, writes it to a file.
 
 Errors (``lib.cli_errors``): a user's mistake (a flag out of range, a bad plan file, ranks started with
-different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; ``--debug`` shows
-the traceback. The process group and every collective time out after ``--timeout-s`` (60 s), so a missing or
+different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; a rank that refuses
+its own flags or plan before the ranks meet also says so on its node (``error: rank R: ...``), as rank 0 cannot
+know; ``--debug`` shows the traceback. The process group and every collective time out after ``--timeout-s`` (60 s), so a missing or
 dead peer is one line ``error: rank R: ...`` and exit 1 within that time. ``--check`` exits 1 when the error
 against the single-process reference exceeds ``--tol`` or anything is not finite.
 Used in: book/galvatron/04_from_plan_to_run.
@@ -23,7 +24,7 @@ import math
 import os
 import sys
 
-from lib.cli_errors import OneLineParser, one_line, run_cli
+from lib.cli_errors import USER_ERRORS, OneLineParser, one_line, run_cli
 
 # Upper bounds, and why: this CLI runs the book's small GPT on CPU ranks or one GPU each; beyond these a run
 # takes minutes to hours or exhausts memory, which is a typo rather than an experiment.
@@ -105,10 +106,23 @@ def main(argv=None) -> int:
     return run_cli(_main, argv)
 
 
+def _refused_before_the_group(e: BaseException, argv) -> None:
+    """A rank that refuses its own flags or plan does so before any process group exists, so rank 0 may never
+    hear of it (another node may have been started with other arguments): the first rank of each node other
+    than node 0 says it on that node's terminal, naming itself. Rank 0's line comes from ``run_cli``."""
+    rank, local = os.environ.get("RANK"), os.environ.get("LOCAL_RANK", "0")
+    if rank not in (None, "0") and local == "0" and "--debug" not in argv:
+        print(f"error: rank {rank}: {one_line(e)}", file=sys.stderr, flush=True)
+
+
 def _main(argv) -> int:
-    args = _parser().parse_args(argv)
-    check_args(args)
-    plan_dict = read_plan(args.plan)
+    try:
+        args = _parser().parse_args(argv)
+        check_args(args)
+        plan_dict = read_plan(args.plan)
+    except USER_ERRORS as e:
+        _refused_before_the_group(e, argv)
+        raise
     saved = dict(os.environ)
     try:
         if "RANK" not in os.environ:  # started without torchrun: one rank on this machine
@@ -138,8 +152,12 @@ def _run(args, plan_dict: dict) -> int:
 
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     source = os.path.basename(args.plan)
-    plan = load_plan(plan_dict, world, source)
-    plan.validate(args.n_head, args.n_layer or len(plan.layers), world)
+    try:
+        plan = load_plan(plan_dict, world, source)
+        plan.validate(args.n_head, args.n_layer or len(plan.layers), world)
+    except USER_ERRORS as e:
+        _refused_before_the_group(e, sys.argv[1:])
+        raise
     model = {"vocab": args.vocab, "seq_len": args.seq_len, "d_model": args.d_model, "n_head": args.n_head,
              "n_layer": args.n_layer or len(plan.layers)}
     backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")

@@ -249,11 +249,15 @@ def test_finding3_a_stopped_rank_is_an_error_within_the_timeout(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_rank_that_refuses_before_the_agreement_fails_the_others_within_the_timeout(tmp_path):
-    """Node 1 refuses ``--steps 0`` on its own, before any process group (exit 2, and as a rank other than 0 it
-    prints nothing); node 0 waits for it only until ``--timeout-s`` (5 s here) and exits 1 saying so."""
+    """Node 1 refuses ``--steps 0`` on its own, before any process group: exit 2 and one line on node 1's own
+    terminal naming its rank (rank 0 cannot know); node 0 waits for it only until ``--timeout-s`` (5 s here) and
+    exits 1 saying so."""
     t0 = time.monotonic()
     codes, logs = _wait(_nodes(tmp_path, (["--steps", "2", "--timeout-s", "5"], ["--steps", "0"])), timeout_s=45)
     assert time.monotonic() - t0 < 45
-    assert "exitcode  : 2" in logs[1] and _our_lines(logs[1]) == []
+    assert "exitcode  : 2" in logs[1]
+    assert _our_lines(logs[1]) == ["error: rank 1: --steps 0 is out of range; --steps must be an integer in "
+                                   "[1, 10000] (the upper bound: larger runs the book's small model for hours or "
+                                   "exhausts memory)"]
     lines = _our_lines(logs[0])
     assert codes[0] != 0 and len(lines) == 1 and "no answer within --timeout-s 5 s" in lines[0], logs[0]
