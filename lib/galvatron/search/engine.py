@@ -173,7 +173,8 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
            mem_step_mb: int | None = None, _confirm_min: bool = True) -> SearchResult:
     """Search the best plan for ``model`` on ``cluster`` with ``budget_gb`` GB per GPU.
 
-    For each global batch size (multiples of the GPU count, stopping at the first one no pipeline degree fits,
+    For each global batch size (multiples of the GPU count, or of the largest data-parallel degree of the
+    ``strategies`` given with explicit ``batch_sizes``; stopping at the first one no pipeline degree fits,
     or at ``max_bsz``: default ``MAX_BSZ``, and ``bsz_capped`` says when that cut the search short) and each
     pipeline degree, run the per-stage DP over the strategies of that degree.
     Memory is binned in ``mem_step_mb`` MB (default 1 MB up to 16 GB, coarser above so the table has at most
@@ -193,15 +194,19 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     max_bsz = MAX_BSZ if max_bsz is None else max_bsz
     if batch_sizes is None and max_bsz < n:
         raise ValueError(f"max_bsz={max_bsz} is below the GPU count {n}: no global batch to try")
-    if batch_sizes is not None:
-        batch_sizes = list(batch_sizes)
-        bad = [b for b in batch_sizes if int(b) != b or b < 1 or b % n]
-        if not batch_sizes or bad:
-            raise ValueError(f"batch_sizes must be a non-empty list of positive multiples of the GPU count {n} "
-                             f"(every strategy's data-parallel degree divides them); got {batch_sizes!r}")
     strategies = generate(n, ckpt=ckpt, space=space) if strategies is None else list(strategies)
     if not strategies:
         raise ValueError(f"space {space!r} has no strategies for {n} GPUs")
+    if batch_sizes is not None:
+        # every strategy's data-parallel degree must divide the batch: the GPU count, or the largest
+        # data-parallel degree of the strategies given (degrees are powers of two)
+        unit = max(s.dp for s in strategies)
+        what = f"the GPU count {n}" if unit == n else f"the largest data-parallel degree {unit} of the strategies"
+        batch_sizes = list(batch_sizes)
+        bad = [b for b in batch_sizes if int(b) != b or b < 1 or b % unit]
+        if not batch_sizes or bad:
+            raise ValueError(f"batch_sizes must be a non-empty list of positive multiples of {what} "
+                             f"(every strategy's data-parallel degree divides them); got {batch_sizes!r}")
     budget_mb = budget_gb * 1024.0
     # 1 MB bins as in the paper; large budgets use coarser bins (memory rounded up, so plans stay feasible)
     step_mb = int(mem_step_mb) if mem_step_mb else max(1, math.ceil(budget_mb / 16384))
