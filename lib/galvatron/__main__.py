@@ -1,6 +1,7 @@
 """Command line: ``python -m lib.galvatron run --plan plan.json`` under ``torchrun`` (any nodes, any ranks).
 
     torchrun --nproc-per-node 2 -m lib.galvatron run --plan plan.json --steps 5
+    python -m lib.galvatron launch --nproc-per-node 2 run --plan plan.json --steps 5   # same, quieter on failure
     torchrun --nnodes 2 --node-rank R --nproc-per-node 1 --master-addr HOST --master-port P \\
         -m lib.galvatron run --plan plan.json
 
@@ -38,7 +39,9 @@ def _parser() -> OneLineParser:
 
     ap = OneLineParser(prog="python -m lib.galvatron")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="run a plan on this rank (start it with torchrun)")
+    run = sub.add_parser("run", help="run a plan on this rank (start it with torchrun, or launch)")
+    sub.add_parser("launch", help="torchrun's options, then run ...: torchrun without its failure report "
+                                  "(exit code: the failed rank's)", add_help=False)
     run.add_argument("--plan", required=True, help="plan JSON file")
     for k, v in (("vocab", 64), ("seq-len", 16), ("d-model", 32), ("n-head", 4), ("n-layer", None)):
         run.add_argument(f"--{k}", type=int, default=v)
@@ -116,6 +119,10 @@ def _refused_before_the_group(e: BaseException, argv) -> None:
 
 
 def _main(argv) -> int:
+    if argv[:1] == ["launch"]:  # torchrun without its own failure report (runtime/quiet_launch.py)
+        from .runtime.quiet_launch import launch
+
+        return launch(argv[1:])
     try:
         args = _parser().parse_args(argv)
         check_args(args)

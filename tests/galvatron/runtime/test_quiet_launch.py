@@ -1,0 +1,65 @@
+"""``python -m lib.galvatron launch``: torchrun in-process, with the book's error convention (one line, the
+failed rank's exit code) instead of torchrun's agent report and its exit 1."""
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from lib.galvatron.runtime import quiet_launch
+from tests import ROOT
+from tests.galvatron.runtime.test_cli_errors import PLAN2
+
+
+def test_split_argv_needs_run():
+    assert quiet_launch.split_argv(["--nproc-per-node", "2", "run", "--plan", "p"]) == (
+        ["--nproc-per-node", "2"], ["run", "--plan", "p"])
+    with pytest.raises(ValueError, match="then run and the ranks' flags"):
+        quiet_launch.split_argv(["--nproc-per-node", "2"])
+
+
+def test_torchrun_options_are_torchruns_and_errors_are_one_line():
+    args = quiet_launch.torchrun_args(["--nproc-per-node", "2", "--master-port", "1234"], ["run", "--plan", "p"])
+    assert args.nproc_per_node == "2" and args.master_port == 1234 and args.module
+    assert args.training_script == "lib.galvatron" and args.training_script_args == ["run", "--plan", "p"]
+    with pytest.raises(ValueError, match="^launch: unrecognized arguments: --bogus.*torchrun --help"):
+        quiet_launch.torchrun_args(["--bogus"], ["run"])
+    with pytest.raises(ValueError, match="set by launch itself"):
+        quiet_launch.torchrun_args(["-m"], ["run"])
+
+
+def test_exit_code_is_the_root_causes():
+    f = SimpleNamespace
+    assert quiet_launch.exit_code({0: f(timestamp=2, exitcode=-15), 1: f(timestamp=1, exitcode=2)}) == 2
+    assert quiet_launch.exit_code({0: f(timestamp=1, exitcode=-9)}) == 1  # killed by a signal: a failure
+    assert quiet_launch.exit_code({}) == 1
+
+
+def _launch(tmp_path, *flags):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(PLAN2))
+    return subprocess.run([sys.executable, "-m", "lib.galvatron", "launch", "--nproc-per-node", "2", "run",
+                           "--plan", str(path), "--warmup", "0", *flags], cwd=ROOT, capture_output=True,
+                          text=True, timeout=80, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+@pytest.mark.timeout(100)
+def test_a_users_mistake_is_one_line_and_exit_2_without_torchruns_report(tmp_path):
+    r = _launch(tmp_path, "--steps", "0")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "error: --steps 0 is out of range; --steps must be an integer in [1, 10000] (the upper bound: larger runs "
+        "the book's small model for hours or exhausts memory)"]
+    assert r.stdout == ""
+
+
+@pytest.mark.timeout(100)
+def test_a_good_run_prints_what_torchrun_would(tmp_path):
+    r = _launch(tmp_path, "--steps", "1", "--check")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.splitlines()[0])
+    assert summary["world_size"] == 2 and [x["rank"] for x in summary["ranks"]] == [0, 1]
+    assert "check passed" in r.stdout
