@@ -264,3 +264,131 @@ def load(name: str, data_dir: str | os.PathLike | None = None) -> HardwareProfil
     if prof.name != name:
         raise ValueError(f"{root / (name + '.json')} declares name {prof.name!r}; the file name says {name!r}")
     return prof
+
+
+# ----------------------------------------------------------------------------------------- multi-node clusters
+#: Multi-node cluster profiles: ``data/hardware/clusters/<name>.json`` (a node profile plus the fabric).
+CLUSTER_DIR = DATA_DIR / "clusters"
+
+
+@dataclass(frozen=True)
+class MultiNodeProfile:
+    """``n_nodes`` copies of a node profile (its devices and the links inside a node) joined by a fabric.
+
+    fabric: one link per GPU between nodes (its own network port; ``peak_bw_bytes_per_s`` one direction,
+    ``latency_s``, ``efficiency``). A copy between two nodes occupies the sender's outgoing and the receiver's
+    incoming port. GPU ``i`` sits on node ``i // gpus_per_node``. storage_bw_bytes_per_s: what the cluster's
+    storage absorbs when every GPU writes its share of a checkpoint. Every figure has a source in ``sources``;
+    the node's figures keep theirs in the node profile. Used in: book/closing/01_one_run.
+    """
+
+    name: str
+    node: HardwareProfile
+    n_nodes: int
+    max_nodes: int
+    fabric: Mapping[str, Any]
+    storage_bw_bytes_per_s: float
+    description: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    calibration: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for attr in ("n_nodes", "max_nodes"):
+            v = getattr(self, attr)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"cluster {self.name!r}: {attr} must be an integer >= 1; got {v!r}")
+        if self.n_nodes > self.max_nodes:
+            raise ValueError(f"cluster {self.name!r}: n_nodes must be in 1..{self.max_nodes} (max_nodes); "
+                             f"got {self.n_nodes}")
+        if self.node.n_devices < 2:
+            raise ValueError(f"cluster {self.name!r}: its node profile {self.node.name!r} needs >= 2 devices")
+        for key in ("peak_bw_bytes_per_s", "latency_s", "efficiency"):
+            if key not in self.fabric:
+                raise ValueError(f"cluster {self.name!r}: fabric.{key} is missing")
+        if not float(self.fabric["peak_bw_bytes_per_s"]) > 0:
+            raise ValueError(f"cluster {self.name!r}: fabric.peak_bw_bytes_per_s must be > 0; "
+                             f"got {self.fabric['peak_bw_bytes_per_s']!r}")
+        if not float(self.fabric["latency_s"]) >= 0:
+            raise ValueError(f"cluster {self.name!r}: fabric.latency_s must be >= 0; got {self.fabric['latency_s']!r}")
+        if not 0 < float(self.fabric["efficiency"]) <= 1:
+            raise ValueError(f"cluster {self.name!r}: fabric.efficiency must be in (0, 1]; "
+                             f"got {self.fabric['efficiency']!r}")
+        if not self.storage_bw_bytes_per_s > 0:
+            raise ValueError(f"cluster {self.name!r}: storage_bw_bytes_per_s must be > 0; "
+                             f"got {self.storage_bw_bytes_per_s!r}")
+        object.__setattr__(self, "fabric", dict(self.fabric))
+        object.__setattr__(self, "sources", dict(self.sources))
+        object.__setattr__(self, "calibration", dict(self.calibration))
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.node.n_devices
+
+    @property
+    def n_gpus(self) -> int:
+        return self.n_nodes * self.gpus_per_node
+
+    @property
+    def device(self) -> Device:
+        return self.node.devices[0]
+
+    def node_of(self, i: int) -> int:
+        if not (isinstance(i, int) and 0 <= i < self.n_gpus):
+            raise ValueError(f"GPU index {i!r} out of range: cluster {self.name!r} has GPUs 0..{self.n_gpus - 1}")
+        return i // self.gpus_per_node
+
+    def fabric_link(self) -> Link:
+        """The link of one GPU's network port (no channels: use ``link(i, j)`` for a placed copy)."""
+        return Link(float(self.fabric["peak_bw_bytes_per_s"]), float(self.fabric["latency_s"]),
+                    float(self.fabric["efficiency"]))
+
+    def link(self, i: int, j: int) -> Link:
+        """The link a copy from GPU ``i`` to GPU ``j`` takes: the node's own (NVLink) inside a node, the fabric
+        between nodes."""
+        a, b = self.node_of(i), self.node_of(j)
+        g = self.gpus_per_node
+        if a == b:
+            inner = self.node.link(i % g, j % g)
+            return Link(inner.peak_bw_bytes_per_s, inner.latency_s, inner.efficiency,
+                        tuple(f"n{a}:{c}" for c in inner.channels))
+        f = self.fabric_link()
+        return Link(f.peak_bw_bytes_per_s, f.latency_s, f.efficiency, (f"nic{i}:out", f"nic{j}:in"))
+
+    def with_nodes(self, n_nodes: int) -> "MultiNodeProfile":
+        """The same cluster with ``n_nodes`` nodes (1..max_nodes)."""
+        from dataclasses import replace as _replace
+
+        return _replace(self, n_nodes=n_nodes)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "node": self.node.name,
+                "n_nodes": self.n_nodes, "max_nodes": self.max_nodes, "fabric": dict(self.fabric),
+                "storage_bw_bytes_per_s": self.storage_bw_bytes_per_s, "sources": dict(self.sources),
+                "calibration": dict(self.calibration)}
+
+
+def cluster_names(data_dir: str | os.PathLike | None = None) -> list[str]:
+    """The known multi-node cluster profiles (``data/hardware/clusters/*.json``), sorted."""
+    root = Path(data_dir) if data_dir else CLUSTER_DIR
+    return sorted(p.stem for p in root.glob("*.json"))
+
+
+def load_cluster(name: str, n_nodes: int = 1, data_dir: str | os.PathLike | None = None) -> MultiNodeProfile:
+    """Load ``data/hardware/clusters/<name>.json`` with ``n_nodes`` nodes; its node is a profile of
+    ``data/hardware``. ValueError listing the known names for an unknown one."""
+    known = cluster_names(data_dir)
+    if name not in known:
+        raise ValueError(f"unknown cluster profile {name!r}; known cluster profiles: {known}")
+    root = Path(data_dir) if data_dir else CLUSTER_DIR
+    with open(root / f"{name}.json") as f:
+        d = json.load(f)
+    if d.get("name") != name:
+        raise ValueError(f"{root / (name + '.json')} declares name {d.get('name')!r}; the file name says {name!r}")
+    for key in ("node", "max_nodes", "fabric", "storage_bw_bytes_per_s"):
+        if key not in d:
+            raise ValueError(f"cluster profile {name!r}: field {key!r} is missing")
+    return MultiNodeProfile(name=name, node=load(str(d["node"]), root.parent if data_dir else None),
+                            n_nodes=n_nodes, max_nodes=d["max_nodes"], fabric=d["fabric"],
+                            storage_bw_bytes_per_s=float(d["storage_bw_bytes_per_s"]),
+                            description=str(d.get("description", "")), sources=d.get("sources", {}),
+                            calibration=d.get("calibration", {}))

@@ -114,3 +114,41 @@ def test_replace_makes_a_what_if_profile():
     assert p.topology["efficiency"] == 0.4  # the original is untouched (frozen)
     with pytest.raises(ValueError, match="kind"):
         p.replace(topology={"kind": "ring"})
+
+
+def test_cluster_profile_loads_with_every_figure_sourced():
+    assert "h100-cluster" in hw.cluster_names()
+    c = hw.load_cluster("h100-cluster", 2048)
+    assert c.n_gpus == 16_384 and c.gpus_per_node == 8 and c.node == hw.load("8xH100-nvlink")
+    for figure in ("node", "max_nodes", "fabric.peak_bw_bytes_per_s", "fabric.latency_s", "fabric.efficiency",
+                   "storage_bw_bytes_per_s"):
+        assert len(c.sources.get(figure, "")) > 10, figure
+    for key, cal in c.calibration.items():
+        assert c.fabric[key.split(".", 1)[1]] == pytest.approx(cal["value"]) and len(cal["reason"]) > 10
+    assert c.fabric["peak_bw_bytes_per_s"] == 400e9 / 8   # 400 Gb/s per GPU, one direction
+    assert "h100-cluster" not in hw.names()               # not a single-machine profile
+
+
+def test_cluster_links_inside_and_across_nodes():
+    c = hw.load_cluster("h100-cluster", 4)
+    inside, across = c.link(0, 7), c.link(7, 8)
+    assert inside.peak_bw_bytes_per_s == c.node.link(0, 7).peak_bw_bytes_per_s == 450e9
+    assert across.peak_bw_bytes_per_s == c.fabric["peak_bw_bytes_per_s"]
+    assert across.latency_s == c.fabric["latency_s"]
+    assert c.link(9, 10).channels != c.link(1, 2).channels  # node 1's NVSwitch ports are its own
+    assert set(c.link(0, 8).channels) & set(c.link(0, 16).channels) == {"nic0:out"}
+    assert c.with_nodes(2).n_gpus == 16
+
+
+def test_cluster_bad_sizes_and_names():
+    with pytest.raises(ValueError, match="n_nodes must be in 1..2048"):
+        hw.load_cluster("h100-cluster", 4096)
+    with pytest.raises(ValueError, match="n_nodes must be an integer"):
+        hw.load_cluster("h100-cluster", 0)
+    with pytest.raises(ValueError, match="unknown cluster profile"):
+        hw.load_cluster("a100-cluster")
+    with pytest.raises(ValueError, match="out of range"):
+        hw.load_cluster("h100-cluster", 1).link(0, 8)
+    c = hw.load_cluster("h100-cluster", 2)
+    with pytest.raises(ValueError, match="fabric.efficiency"):
+        hw.MultiNodeProfile(c.name, c.node, 2, 4, {**c.fabric, "efficiency": 1.5}, 1e12)

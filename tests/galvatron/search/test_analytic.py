@@ -49,3 +49,35 @@ def test_analytic_profile_answers_for_every_hardware_profile():
     assert analytic_profile("gpt2-xl", "4xT4-pcie")[0].name == "gpt2-xl (analytic, fp16)"   # T4: no bf16
     with pytest.raises(ValueError, match=r"'4xT4-pcie'.*no bf16.*\['fp16', 'fp32'\]"):
         analytic_profile("gpt2-xl", "4xT4-pcie", dtype="bf16")
+
+
+def test_llama3_shapes_have_their_parameter_counts():
+    from lib.galvatron.search.analytic import SHAPES
+    for name, billions in (("llama3-8b", 8.0), ("llama3-70b", 70.6), ("llama3-405b", 405.9)):
+        assert SHAPES[name].n_params() / 1e9 == pytest.approx(billions, rel=0.01), name
+    gqa = SHAPES["llama3-70b"]
+    assert gqa.kv_hidden == 1024 and gqa.layer_params() < gqa.hidden * (4 * gqa.hidden + 3 * gqa.ffn)
+
+
+def test_groups_that_cross_nodes_pay_the_fabric():
+    c = hw.load_cluster("h100-cluster", 4)
+    _, cl = analytic_profile("llama3-8b", c)
+    nvlink = 2**20 / c.node.link(0, 1).bw_bytes_per_s * 1e3
+    fabric = 2**20 / c.fabric_link().bw_bytes_per_s * 1e3
+    assert fabric > 5 * nvlink
+    assert cl.allreduce_coe(1, 8, True) == pytest.approx(nvlink)     # TP 8 inside a node
+    assert cl.allreduce_coe(4, 8, True) == pytest.approx(nvlink)     # a stage of one node
+    assert cl.allreduce_coe(1, 16, True) == pytest.approx(fabric)    # TP 16 spans two nodes
+    assert cl.allreduce_coe(1, 4, False) == pytest.approx(fabric)    # DP 4 strided over the 32 GPUs
+    assert cl.allreduce_coe(1, 32, True) == pytest.approx(fabric)    # DP over every node
+    assert cl.p2p_ms_per_mb == pytest.approx(fabric)
+    _, one = analytic_profile("llama3-8b", c.with_nodes(1))
+    assert one.allreduce_coe(1, 8, True) == pytest.approx(nvlink) and one.p2p_ms_per_mb == pytest.approx(nvlink)
+
+
+def test_embedding_shards():
+    m1, _ = analytic_profile("llama3-8b", hw.load_cluster("h100-cluster", 1))
+    m8, _ = analytic_profile("llama3-8b", hw.load_cluster("h100-cluster", 1), embedding_shards=8)
+    assert m8.other_model_states_mb == pytest.approx(m1.other_model_states_mb / 8)
+    with pytest.raises(ValueError, match="embedding_shards"):
+        analytic_profile("llama3-8b", "8xH100-nvlink", embedding_shards=0)
