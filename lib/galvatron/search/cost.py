@@ -6,11 +6,13 @@ layer. Backward = 2 x forward; the data-parallel all-reduce overlaps backward, a
 overlap coefficient kappa (1.3; 1.0 for the ablation). Pipelines pay the GPipe bubble (pp + m - 1)/(pp m) on
 compute. Numpy only.
 
-Two known departures from the artifact's ``utils/cost_model.py``, both following the spec's simplified
-formulas: for pipelined DP shapes (2-1-4, 4-1-2) whose communication exceeds the backward it overlaps, the
-artifact counts the leftover all-reduce once where we count it per stage (x pp), so we over-estimate those
-shapes somewhat; and for a TP x DP decoder layer (2-2-2) the artifact overlaps 1/2 of the backward where we
-use the spec's 2/3.
+Every choice on which Galvatron versions differ is a field of a ``CostRules`` (``rules.py``), passed as
+``rules=``; the default, ``galvatron2``, keeps this book's original choices, and ``vldb2023`` reproduces the
+VLDB artifact's ``utils/cost_model.py``. Two of them live here: for pipelined DP shapes (2-1-4, 4-1-2) whose
+communication exceeds the backward it overlaps, ``galvatron2`` counts the leftover all-reduce per stage
+(x pp) where the artifact counts it once for DP; and for a pipelined TP x DP decoder layer (2-2-2)
+``galvatron2`` overlaps 2/3 of the backward where the artifact overlaps 1/2. The others (SDP's all-gather and
+memory bias, the P2P term, the micro-batch count) are read from the rules too.
 
 Used in: book/galvatron/02_the_cost_model.ipynb, 03_the_search.ipynb.
 """
@@ -22,6 +24,7 @@ import math
 import numpy as np
 
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
+from .rules import CostRules, get_rules
 from .strategies import Strategy
 
 DUMMY_LAYERS = 24          # the artifact times a 24-layer dummy model and divides at the end
@@ -35,13 +38,13 @@ def _check(s: Strategy, cluster: ClusterProfile | None = None):
         raise ValueError(f"strategy {s.code} uses {s.n_gpus} GPUs but cluster {cluster.name!r} has {cluster.n_gpus}")
 
 
-def layer_memory_mb(layer: LayerProfile, s: Strategy, global_bsz: float) -> float:
-    """Per-GPU memory of one layer: 4 x P/tp model states (x (1/dp + 0.025) under SDP) + activations of
-    the local batch B/dp (a GPipe stage keeps the whole local batch). MB."""
+def layer_memory_mb(layer: LayerProfile, s: Strategy, global_bsz: float, rules: CostRules | None = None) -> float:
+    """Per-GPU memory of one layer: 4 x P/tp model states (x (1/dp + bias) under SDP, bias 0.025 in both
+    presets) + activations of the local batch B/dp (a GPipe stage keeps the whole local batch). MB."""
     _check(s)
     states = 4.0 * layer.param_mb / s.tp
     if s.sdp:
-        states *= 1.0 / s.dp + 0.025
+        states *= 1.0 / s.dp + get_rules(rules).sdp_mem_bias
     act = layer.ckpt_act_mb() if s.ckpt else layer.act_mb(s.tp)
     return states + act * global_bsz / s.dp
 
@@ -84,9 +87,11 @@ def _coes(s: Strategy, cluster: ClusterProfile):
 
 
 def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluster: ClusterProfile,
-                     chunks: int = 1, extra_overhead_ms: float = 0.0) -> dict:
-    """Every term of one layer's time (ms per 24 dummy layers) and the total in seconds per layer."""
+                     chunks: float = 1, extra_overhead_ms: float = 0.0, rules: CostRules | None = None) -> dict:
+    """Every term of one layer's time (ms per 24 dummy layers) and the total in seconds per layer.
+    ``chunks``: micro-batches (fractional under the artifact's rules); ``rules``: see ``rules.py``."""
     _check(s, cluster)
+    rules = get_rules(rules)
     kappa = cluster.overlap_coe
     pp, tp, dp = s.pp, s.tp, s.dp
     b = global_bsz / dp
@@ -105,8 +110,14 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
     else:
         frac = 1.0
         if tp > 1:
-            frac = 2.0 / 3.0 if layer.decoder else (0.5 if dp == 2 else 1.0)
+            if layer.decoder:
+                frac = 2.0 / 3.0 if pp == 1 else rules.decoder_pp_overlap
+            else:
+                frac = 0.5 if dp == 2 else 1.0
         ov = float(overlap_ms(dp_comm, frac * bct, kappa))
+        if pp > 1 and tp == 1 and rules.leftover_dp == "once" and not s.sdp and dp_comm > bct:
+            # the artifact overlaps per stage (bct/pp against comm/pp, x pp) but pays the leftover once
+            ov = kappa * bct + (dp_comm - bct) / pp
         overall = fct + (1 - frac) * bct + ov + tp_ms + eo
         hidden_bwd = frac * bct
         exposed = ov - frac * bct
@@ -118,10 +129,13 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
     else:
         bubble = 1.0
         result = overall
-    sdp_ms = 0.5 * dp_msg * dc if s.sdp else 0.0
+    sdp_ms = 0.0
+    if s.sdp:
+        sdp_ms = rules.sdp_gather_factor * dp_msg * dc * (chunks if rules.sdp_gather_per_chunk else 1)
     p2p_ms = 0.0
-    if pp > 1 and cluster.p2p_ms_per_mb is not None:
-        p2p_ms = pp * 2 * b * layer.seq_len * layer.hidden * layer.act_bytes / 2**20 * cluster.p2p_ms_per_mb
+    p2p_coe = rules.p2p_coe(cluster, pp)
+    if pp > 1 and p2p_coe is not None:
+        p2p_ms = pp * 2 * b * layer.seq_len * layer.hidden * layer.act_bytes / 2**20 * p2p_coe
     result += sdp_ms + p2p_ms
     scale = cluster.time_inflation * 1e-3 / DUMMY_LAYERS
     return {"fwd_ms": fct, "bwd_ms": bct, "dp_allreduce_ms": dp_comm, "dp_exposed_ms": exposed,
@@ -130,9 +144,9 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
 
 
 def layer_time_s(layer: LayerProfile, s: Strategy, global_bsz: float, cluster: ClusterProfile,
-                 chunks: int = 1, extra_overhead_ms: float = 0.0) -> float:
+                 chunks: float = 1, extra_overhead_ms: float = 0.0, rules: CostRules | None = None) -> float:
     """Seconds one layer adds to an iteration of global batch ``global_bsz`` under strategy ``s``."""
-    return layer_time_terms(layer, s, global_bsz, cluster, chunks, extra_overhead_ms)["total_s"]
+    return layer_time_terms(layer, s, global_bsz, cluster, chunks, extra_overhead_ms, rules)["total_s"]
 
 
 def transition_s(prev_layer: LayerProfile, a: Strategy, b: Strategy, global_bsz: float,
@@ -158,16 +172,21 @@ def transition_s(prev_layer: LayerProfile, a: Strategy, b: Strategy, global_bsz:
 
 
 def cost_tables(model: ModelProfile, strategies: list, global_bsz: float, cluster: ClusterProfile,
-                chunks: int = 1, layers: list | None = None):
+                chunks=1, layers: list | None = None, rules: CostRules | None = None):
     """Per-layer tables for the dynamic program over ``layers`` (default: all of ``model``'s layers):
     time_s (L, S), mem_mb (L, S) and trans_s (L, S, S), where trans_s[i, a, b] is paid entering layer i
-    under b from layer i-1 under a (zero for i = 0)."""
+    under b from layer i-1 under a (zero for i = 0). ``chunks``: one count for every strategy, or a
+    sequence with one count per strategy."""
     layers = model.layers() if layers is None else layers
     L, S = len(layers), len(strategies)
+    per_s = list(chunks) if isinstance(chunks, (list, tuple, np.ndarray)) else [chunks] * S
+    if len(per_s) != S:
+        raise ValueError(f"chunks has {len(per_s)} counts for {S} strategies")
     per_type = {}
     for lt in {id(x): x for x in layers}.values():
-        t = [layer_time_s(lt, s, global_bsz, cluster, chunks, model.extra_overhead_ms) for s in strategies]
-        m = [layer_memory_mb(lt, s, global_bsz) for s in strategies]
+        t = [layer_time_s(lt, s, global_bsz, cluster, c, model.extra_overhead_ms, rules)
+             for s, c in zip(strategies, per_s)]
+        m = [layer_memory_mb(lt, s, global_bsz, rules) for s in strategies]
         r = [[transition_s(lt, a, b, global_bsz, cluster) for b in strategies] for a in strategies]
         per_type[id(lt)] = (t, m, r)
     time_s = np.array([per_type[id(lt)][0] for lt in layers], dtype=float).reshape(L, S)

@@ -1,6 +1,8 @@
 """Galvatron's search: outer loops over the global batch size and the pipeline degree, stage partitioning,
 and baselines as restricted spaces, around the per-stage dynamic program (``dynamic_program.py``). The result
-is a ``Plan`` (``plan.py``).
+is a ``Plan`` (``plan.py``). The modelling choices on which Galvatron versions differ (micro-batches, stage
+budgets and division, memory bins, ...) come from a ``CostRules`` (``rules.py``): ``search(..., rules=...)``,
+default ``galvatron2``; ``vldb2023`` reproduces the VLDB artifact's search.
 
 Used in: book/galvatron/03_the_search.ipynb.
 """
@@ -13,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cost import cost_tables, default_chunks, layer_memory_mb, layer_time_s, other_memory_mb, transition_s
+from .cost import cost_tables, layer_memory_mb, layer_time_s, other_memory_mb, transition_s
 from .dynamic_program import DPResult, _ints, brute_force, dp_solve, dp_tables, viterbi  # noqa: F401 (re-export)
 from .plan import PLAN_FIELDS, Plan  # noqa: F401 (re-export: Plan's home was this module)
 from .profiles import ClusterProfile, ModelProfile
-from .strategies import check_power_of_two, generate
+from .rules import GALVATRON2, VLDB2023, CostRules, get_rules  # noqa: F401 (re-export)
+from .strategies import Strategy, check_power_of_two, generate
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -25,6 +28,29 @@ def even_division(n_layers: int, pp: int) -> tuple:
     """Layers per stage as even as possible (earlier stages take the remainder)."""
     q, r = divmod(n_layers, pp)
     return tuple(q + (1 if k < r else 0) for k in range(pp))
+
+
+def greedy_division_artifact(layer_min_mem_mb, other_mb: float, pp: int) -> tuple:
+    """The artifact's greedy (``pp_stage_divide_greedy``): fill from the last stage backwards, close a stage
+    when the average minus its memory is below half the next layer's; then, if stage 0 is empty, move one
+    layer into it from stage 1."""
+    mems = list(layer_min_mem_mb)
+    if pp == 1:
+        return (len(mems),)
+    avg = (sum(mems) + other_mb) / pp
+    div = [0] * pp
+    stage_mem = [other_mb] + [0.0] * (pp - 1)
+    idx = len(mems) - 1
+    for k in range(pp - 1, -1, -1):
+        while idx >= 0 and not (k > 0 and avg - stage_mem[k] < 0.5 * mems[idx]):
+            stage_mem[k] += mems[idx]
+            div[k] += 1
+            idx -= 1
+    if div[0] == 0:
+        div[0], div[1] = 1, div[1] - 1
+    if min(div) < 1:
+        raise ValueError(f"the artifact's greedy leaves an empty stage for pp={pp}: {div}")
+    return tuple(div)
 
 
 def greedy_division(layer_min_mem_mb, other_mb: float, pp: int) -> tuple:
@@ -86,33 +112,42 @@ class SearchResult:
                 f"searched in {self.search_s:.2f} s)")
 
 
-def _stage_plan(model, cluster, strats, B, pp, budget_mb, chunks, uniform, cache, division_strats, step_mb=1):
+def _stage_plan(model, cluster, strats, B, pp, budget_mb, chunks, uniform, cache, division_strats, step_mb=1,
+                rules: CostRules = GALVATRON2):
     """Best assignment for one (B, pp): per-stage DPs (or, with ``uniform``, one strategy for every layer).
-    Returns (iter_s, strategies per layer, division, peak MB per device) or None if infeasible, plus the least
-    memory (MB per device) any such assignment would need."""
+    ``chunks``: one count per strategy of ``strats``. Returns (iter_s, strategies per layer, division, peak MB
+    per device) or None if infeasible, plus the least memory (MB per device) any such assignment would need."""
     layers = model.layers()
     L = len(layers)
     first = strats[0]
     other = other_memory_mb(model, first, B)
     tabs = {}
     for lt in {id(x): x for x in layers}.values():
-        tabs[id(lt)] = np.array([layer_memory_mb(lt, s, B) for s in strats])
+        tabs[id(lt)] = np.array([layer_memory_mb(lt, s, B, rules) for s in strats])
     min_mem = [float(np.ceil(tabs[id(lt)] - 1e-9).min()) for lt in layers]
-    # Stages are cut with the full space of this pp degree, so a restricted space gets the same stages.
-    div_mem = [min(math.ceil(layer_memory_mb(lt, s, B) - 1e-9) for s in division_strats) for lt in layers]
     if model.uniform:
         division = even_division(L, pp)
         budgets = [budget_mb - other] * pp
         overheads = [other] * pp
     else:
-        division = greedy_division(div_mem, other, pp)
-        budgets = [budget_mb - other] + [budget_mb - model.context_mb] * (pp - 1)
-        overheads = [other] + [model.context_mb] * (pp - 1)
+        # Stages are cut with the full space of this pp degree, so a restricted space gets the same stages.
+        if rules.division_input == "pure-dp":
+            pure_dp = Strategy.from_shape(1, 1, cluster.n_gpus)
+            div_other = other_memory_mb(model, pure_dp, B)
+            div_mem = [min(layer_memory_mb(lt, s, B, rules) for s in division_strats) for lt in layers]
+            division = greedy_division_artifact(div_mem, div_other, pp)
+        else:
+            div_mem = [min(math.ceil(layer_memory_mb(lt, s, B, rules) - 1e-9) for s in division_strats)
+                       for lt in layers]
+            division = greedy_division(div_mem, other, pp)
+        later = 0.0 if rules.stage_budgets == "full" else model.context_mb
+        budgets = [budget_mb - other] + [budget_mb - later] * (pp - 1)
+        overheads = [other] + [later] * (pp - 1)
     bounds = np.cumsum((0,) + tuple(division))
     stages = [layers[bounds[k]:bounds[k + 1]] for k in range(pp)]
     if uniform:
         return _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division, budgets, overheads,
-                             step_mb)
+                             step_mb, rules)
     need = 0.0
     total, choice, peak = 0.0, [], 0.0
     ok = True
@@ -122,7 +157,7 @@ def _stage_plan(model, cluster, strats, B, pp, budget_mb, chunks, uniform, cache
             continue
         key = (tuple(id(x) for x in stage_layers), int(math.floor(budgets[k])), B, pp)
         if key not in cache:
-            t, m, r = cost_tables(model, strats, B, cluster, chunks, layers=stage_layers)
+            t, m, r = cost_tables(model, strats, B, cluster, chunks, layers=stage_layers, rules=rules)
             res = dp_solve(t, np.ceil(m - 1e-9) / step_mb, r, int(math.floor(budgets[k] / step_mb)))
             if res.feasible:  # report memory in MB, not in bins
                 res = DPResult(True, res.cost_s, res.choice,
@@ -140,14 +175,15 @@ def _stage_plan(model, cluster, strats, B, pp, budget_mb, chunks, uniform, cache
     return (total, choice, division, peak), need
 
 
-def _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division, budgets, overheads, step_mb):
+def _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division, budgets, overheads, step_mb,
+                  rules=GALVATRON2):
     """One strategy for every layer of every stage (how the baseline systems run): the cheapest strategy that
     fits each stage's budget. Same return values as ``_stage_plan``."""
     per_stage = []
     for stage_layers in stages:
         key = ("tables", tuple(id(x) for x in stage_layers), B, pp)
         if key not in cache:
-            t, m, _ = cost_tables(model, strats, B, cluster, chunks, layers=stage_layers)
+            t, m, _ = cost_tables(model, strats, B, cluster, chunks, layers=stage_layers, rules=rules)
             cache[key] = (t, m)
         per_stage.append(cache[key])
     best, need = None, math.inf
@@ -170,19 +206,22 @@ def _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division
 def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space: str = "full",
            strategies: list | None = None, batch_sizes=None, pp_degrees=None, ckpt: bool = False,
            uniform: bool = False, chunks: int | None = None, max_bsz: int | None = None, progress: bool = False,
-           mem_step_mb: int | None = None, _confirm_min: bool = True) -> SearchResult:
+           mem_step_mb: int | None = None, rules: CostRules | str | None = None,
+           _confirm_min: bool = True) -> SearchResult:
     """Search the best plan for ``model`` on ``cluster`` with ``budget_gb`` GB per GPU.
 
     For each global batch size (multiples of the GPU count, or of the largest data-parallel degree of the
     ``strategies`` given with explicit ``batch_sizes``; stopping at the first one no pipeline degree fits,
     or at ``max_bsz``: default ``MAX_BSZ``, and ``bsz_capped`` says when that cut the search short) and each
     pipeline degree, run the per-stage DP over the strategies of that degree.
-    Memory is binned in ``mem_step_mb`` MB (default 1 MB up to 16 GB, coarser above so the table has at most
-    16k rows). ``space`` picks a baseline ('dp', 'sdp', 'tp', 'pp', 'dp+tp', 'dp+pp', '3d'); ``uniform=True`` forces
+    Memory is binned in ``mem_step_mb`` MB (default from ``rules``: ``galvatron2`` 1 MB up to 16 GB, coarser
+    above so the table has at most 16k rows; ``vldb2023`` always 1 MB). ``rules``: a ``CostRules`` or a preset
+    name (default ``galvatron2``); ``chunks`` given here overrides the rules' micro-batch count. ``space`` picks a baseline ('dp', 'sdp', 'tp', 'pp', 'dp+tp', 'dp+pp', '3d'); ``uniform=True`` forces
     one strategy for every layer (how the baseline systems run). Returns a SearchResult; an impossible
     budget gives ``feasible=False`` with the smallest budget that would fit.
     """
     t0 = time.perf_counter()
+    rules = get_rules(rules)
     n = cluster.n_gpus
     check_power_of_two(n)
     if not isinstance(model, ModelProfile) or not isinstance(cluster, ClusterProfile):
@@ -209,7 +248,7 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
                              f"(every strategy's data-parallel degree divides them); got {batch_sizes!r}")
     budget_mb = budget_gb * 1024.0
     # 1 MB bins as in the paper; large budgets use coarser bins (memory rounded up, so plans stay feasible)
-    step_mb = int(mem_step_mb) if mem_step_mb else max(1, math.ceil(budget_mb / 16384))
+    step_mb = int(mem_step_mb) if mem_step_mb else rules.mem_step_mb(budget_mb)
     if step_mb < 1:
         raise ValueError(f"mem_step_mb must be >= 1; got {mem_step_mb!r}")
     L = model.n_layers
@@ -231,9 +270,13 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
         any_ok = False
         for pp in pps:
             strats = [s for s in strategies if s.pp == pp]
-            m = chunks if chunks is not None else default_chunks(B, pp, n)
+            if chunks is not None:
+                m = [chunks] * len(strats)
+            else:
+                m = [rules.chunks_for(model.name, B, s, n) for s in strats]
             full = [s for s in generate(n, ckpt=ckpt) if s.pp == pp]
-            res, need = _stage_plan(model, cluster, strats, B, pp, budget_mb, m, uniform, cache, full, step_mb)
+            res, need = _stage_plan(model, cluster, strats, B, pp, budget_mb, m, uniform, cache, full, step_mb,
+                                    rules)
             if B == bszs[0]:
                 min_need = min(min_need, need)
             if res is None:
@@ -244,7 +287,8 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
             thr = B / iter_s
             cands.append(dict(global_bsz=B, pp=pp, iter_s=iter_s, throughput=thr, mem_mb=peak, feasible=True))
             if best is None or thr > best[0]:
-                best = (thr, B, m, choice, division, iter_s, peak)
+                m_plan = chunks if chunks is not None else rules.plan_chunks(model.name, B, choice, n)
+                best = (thr, B, m_plan, choice, division, iter_s, peak)
         if not any_ok:
             break
     capped = batch_sizes is None and best is not None and cands[-1]["feasible"] and bszs[-1] + n > max_bsz
@@ -258,7 +302,7 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
         if _confirm_min and math.isfinite(need_gb):
             # memory bins grow with the budget above 16 GB: make sure the stated minimum really fits
             again = dict(space=space, strategies=strategies, batch_sizes=bszs[:1], pp_degrees=pp_degrees, ckpt=ckpt,
-                         uniform=uniform, chunks=chunks, mem_step_mb=mem_step_mb, _confirm_min=False)
+                         uniform=uniform, chunks=chunks, mem_step_mb=mem_step_mb, rules=rules, _confirm_min=False)
             for _ in range(64):
                 if search(model, cluster, need_gb, **again).feasible:
                     break
@@ -275,8 +319,12 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     return SearchResult(True, plan, msg, None, tuple(cands), elapsed, space, len(strategies), capped)
 
 
-def evaluate_plan(plan: Plan, model: ModelProfile, cluster: ClusterProfile) -> dict:
-    """Re-estimate a plan with the cost model: iteration seconds, throughput, peak MB per device."""
+def evaluate_plan(plan: Plan, model: ModelProfile, cluster: ClusterProfile,
+                  rules: CostRules | str | None = None) -> dict:
+    """Re-estimate a plan with the cost model: iteration seconds, throughput, peak MB per device.
+    ``rules`` as in ``search`` (default ``galvatron2``: the plan's own ``chunks`` for every layer; under
+    ``vldb2023`` each layer's count comes from the rules, as in the search)."""
+    rules = get_rules(rules)
     if plan.n_layers != model.n_layers:
         raise ValueError(f"plan has {plan.n_layers} layers; model {model.name!r} has {model.n_layers}")
     if plan.world_size != cluster.n_gpus:
@@ -285,13 +333,16 @@ def evaluate_plan(plan: Plan, model: ModelProfile, cluster: ClusterProfile) -> d
     first = [s for s in generate(cluster.n_gpus) if s.pp == plan.pp_deg][0]
     other = other_memory_mb(model, first, B)
     t, start, peak = 0.0, 0, 0.0
+    later = 0.0 if rules.stage_budgets == "full" else model.context_mb
     for k, n in enumerate(plan.stage_sizes()):
-        mem = other if (k == 0 or model.uniform) else model.context_mb
+        mem = other if (k == 0 or model.uniform) else later
         for i in range(start, start + n):
-            t += layer_time_s(layers[i], strats[i], B, cluster, plan.chunks, model.extra_overhead_ms)
+            m = plan.chunks if rules.chunks == "galvatron2" else rules.chunks_for(model.name, B, strats[i],
+                                                                                   cluster.n_gpus)
+            t += layer_time_s(layers[i], strats[i], B, cluster, m, model.extra_overhead_ms, rules)
             if i > start:
                 t += transition_s(layers[i - 1], strats[i - 1], strats[i], B, cluster)
-            mem += math.ceil(layer_memory_mb(layers[i], strats[i], B) - 1e-9)
+            mem += math.ceil(layer_memory_mb(layers[i], strats[i], B, rules) - 1e-9)
         peak = max(peak, mem)
         start += n
     return {"iter_s": t, "throughput": B / t, "mem_mb": peak}

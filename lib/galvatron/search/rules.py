@@ -1,0 +1,225 @@
+"""Named cost rules: every modelling choice on which two versions of Galvatron's search differ.
+
+The formulas of ``cost.py`` and the loops of ``engine.py`` are shared; a frozen :class:`CostRules` names the
+choices between them. Two presets:
+
+``GALVATRON2`` (``"galvatron2"``, the default everywhere)
+    The choices this book made before the presets existed, mostly following Galvatron-2 (PKU-DAIR/Hetu-Galvatron).
+    With it every search gives exactly the numbers it gave before.
+
+``VLDB2023`` (``"vldb2023"``)
+    The published VLDB artifact (``anonymous-cs-system/Galvatron``, commit 2a09c265: ``utils/cost_model.py``,
+    ``utils/dp_utils.py`` and the per-model ``<model>/search_layerwise_hp.py``). With it our search reproduces
+    the artifact's: ``tests/galvatron/search/test_artifact_exactness.py`` checks it against an independent
+    re-implementation of the artifact (``tests/galvatron/search/artifact_oracle.py``).
+
+The departures, field by field (``galvatron2`` value -> ``vldb2023`` value):
+
+``chunks``: micro-batches per iteration of a pipelined strategy. ``"galvatron2"``: min(8, ceil(B pp/N / 4)),
+    one count for every strategy of a pipeline degree. ``"artifact"``: the artifact's ``optimal_chunk_func`` of
+    the model's own script, a function of the local batch b = B/dp and of the strategy, so strategies of one
+    plan may differ and some counts are fractional (BERT: b/4 for TP x PP shapes without DP, b/2 if b < 6,
+    else b/8 + 2; ViT: 1 if b = 8 else 2; T5: 1 if b = 2, 3 at pp = 8, else 2; Swin: 1 / 2 / 3 / 4 for
+    b <= 8 / < 32 / <= 96 / larger). ``"bert"``, ``"vit"``, ``"t5"``, ``"swin"`` pick one of those directly.
+    At B = 8 and pp = 2, ``galvatron2`` gives 1 micro-batch (so a pipeline never pays off there) where the
+    BERT rule gives 2 for a TP2 x DP2 stage.
+``stage_budgets`` (heterogeneous models only; uniform ones replicate one stage): ``"context-later"``: stage 0
+    loses the "other" memory and every later stage a CUDA context (``context_mb``, 1 GB). ``"full"``: later
+    stages keep the whole budget, as in the artifact.
+``division_input`` (heterogeneous models): what the memory-balanced stage division is fed. ``"first-strategy"``:
+    the "other" memory under the first strategy of the pipeline degree and per-layer minimum memory rounded up
+    to whole MB, and a greedy that keeps one layer for every earlier stage. ``"pure-dp"``: the "other" memory
+    under pure DP over all GPUs, unrounded layer memory, and the artifact's greedy (which moves one layer into an
+    empty stage 0).
+``mem_bins_max``: the DP table's memory bins. An int n: 1 MB bins up to n MB, coarser above so there are at
+    most n (``galvatron2``: 16,384, so bins are 2 MB at 20 GB). ``None``: always 1 MB, as in the artifact.
+``leftover_dp``: a pipelined DP shape without TP (2-1-4, 4-1-2) whose all-reduce outlasts the backward it
+    overlaps. ``"per-stage"``: the leftover all-reduce is paid once per stage (x pp). ``"once"``: the
+    artifact's rule, paid once for DP (still x pp for SDP).
+``decoder_pp_overlap``: the share of a decoder layer's backward that overlaps its all-reduce in a pipelined
+    TP x DP shape (2-2-2). ``galvatron2`` 2/3 (as at pp = 1), the artifact 1/2 (it has no decoder case there).
+``sdp_gather_factor`` and ``sdp_gather_per_chunk``: SDP's extra forward all-gather, factor x the all-reduce
+    time, once per iteration (both presets: 0.5, once; Galvatron-2's code re-gathers per micro-batch).
+``sdp_mem_bias``: SDP model states are 4P/tp x (1/dp + bias) (both presets 0.025; Hetu-dist and Galvatron-2 use
+    0.003).
+``p2p``: the pipeline's point-to-point term. ``"cluster"``: added when the cluster profile has a coefficient
+    (``p2p_ms_per_mb``), optionally per pipeline degree through ``p2p_ms_per_mb_by_pp``. ``"none"``: never, as
+    in the 8-GPU artifact.
+
+A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
+
+Used in: book/galvatron/03_the_search.ipynb (and, through ``search(..., rules=...)``, every search).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+CHUNK_RULES = ("galvatron2", "artifact", "bert", "vit", "t5", "swin")
+STAGE_BUDGETS = ("context-later", "full")
+DIVISION_INPUTS = ("first-strategy", "pure-dp")
+LEFTOVER_DP = ("per-stage", "once")
+P2P = ("cluster", "none")
+
+
+def _artifact_model_rule(model_name: str) -> str:
+    for key in ("bert", "vit", "t5", "swin"):
+        if model_name.lower().startswith(key):
+            return key
+    raise ValueError(f"chunks='artifact' has no rule for model {model_name!r}: the artifact has one for "
+                     f"bert, vit, t5 and swin; set chunks to one of {CHUNK_RULES}")
+
+
+@dataclass(frozen=True)
+class CostRules:
+    """The modelling choices that differ between Galvatron versions (see the module docstring)."""
+
+    name: str = "custom"
+    chunks: str = "galvatron2"
+    micro_bsz: int = 4                 # galvatron2 rule: samples per micro-batch on one GPU
+    max_chunks: int = 8                # galvatron2 rule: at most this many micro-batches
+    stage_budgets: str = "context-later"
+    division_input: str = "first-strategy"
+    mem_bins_max: int | None = 16384
+    leftover_dp: str = "per-stage"
+    decoder_pp_overlap: float = 2.0 / 3.0
+    sdp_gather_factor: float = 0.5
+    sdp_gather_per_chunk: bool = False
+    sdp_mem_bias: float = 0.025
+    p2p: str = "cluster"
+    p2p_ms_per_mb_by_pp: tuple = ()    # ((pp, ms per MB), ...): overrides the cluster's coefficient
+
+    def __post_init__(self):
+        def choice(field, allowed):
+            v = getattr(self, field)
+            if v not in allowed:
+                raise ValueError(f"CostRules.{field} must be one of {allowed}; got {v!r}")
+
+        def number(field, lo, hi, integer=False, lo_open=False):
+            v = getattr(self, field)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (not integer or int(v) == v)
+            if not ok:
+                kind = "an integer" if integer else "a finite number"
+                low = f"> {lo}" if lo_open else f">= {lo}"
+                raise ValueError(f"CostRules.{field} must be {kind} {low} and <= {hi}; got {v!r}")
+
+        if not isinstance(self.name, str):
+            raise ValueError(f"CostRules.name must be a string; got {self.name!r}")
+        choice("chunks", CHUNK_RULES)
+        choice("stage_budgets", STAGE_BUDGETS)
+        choice("division_input", DIVISION_INPUTS)
+        choice("leftover_dp", LEFTOVER_DP)
+        choice("p2p", P2P)
+        number("micro_bsz", 1, 1 << 20, integer=True)
+        number("max_chunks", 1, 1 << 20, integer=True)
+        if self.mem_bins_max is not None:
+            number("mem_bins_max", 1, 1 << 30, integer=True)
+        number("decoder_pp_overlap", 0.0, 1.0)
+        number("sdp_gather_factor", 0.0, 10.0)
+        number("sdp_mem_bias", 0.0, 1.0)
+        if not isinstance(self.sdp_gather_per_chunk, bool):
+            raise ValueError(f"CostRules.sdp_gather_per_chunk must be True or False; "
+                             f"got {self.sdp_gather_per_chunk!r}")
+        pairs = self.p2p_ms_per_mb_by_pp
+        if not isinstance(pairs, tuple) or not all(
+                isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+                and p[0] >= 2 and isinstance(p[1], (int, float)) and not isinstance(p[1], bool)
+                and math.isfinite(p[1]) and p[1] >= 0 for p in pairs):
+            raise ValueError(f"CostRules.p2p_ms_per_mb_by_pp must be a tuple of (pp >= 2, ms per MB >= 0) "
+                             f"pairs; got {pairs!r}")
+
+    def with_(self, **changes) -> "CostRules":
+        """A copy with some fields changed (named ``custom`` unless ``name`` is given)."""
+        changes.setdefault("name", "custom")
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------------------------------------ chunks
+    def chunks_for(self, model_name: str, global_bsz: int, s, n_gpus: int) -> float:
+        """Micro-batches of one iteration for a layer under strategy ``s`` (``s.pp``, ``s.tp``, ``s.dp``).
+        1 without PP; may be fractional under the artifact's rules (as in the artifact)."""
+        if s.pp == 1:
+            return 1
+        rule = self.chunks
+        if rule == "galvatron2":
+            per_gpu = global_bsz * s.pp / n_gpus
+            return int(min(self.max_chunks, max(1, math.ceil(per_gpu / self.micro_bsz - 1e-9))))
+        if rule == "artifact":
+            rule = _artifact_model_rule(model_name)
+        b = global_bsz / s.dp
+        if rule == "bert":
+            if s.dp == 1 and s.tp > 1:     # the artifact's shapes 2-4-1 and 4-2-1
+                return b / 4
+            return b / 2 if b < 6 else b / 8 + 2
+        if rule == "vit":
+            return 1 if b == 8 else 2
+        if rule == "t5":
+            return 1 if b == 2 else (3 if s.pp == 8 else 2)
+        # swin
+        if b <= 8:
+            return 1
+        return 2 if b < 32 else (3 if b <= 96 else 4)
+
+    def plan_chunks(self, model_name: str, global_bsz: int, strategies, n_gpus: int) -> int:
+        """The whole number written into a plan: the largest count of its layers, as an integer (the Hetu
+        artifact's ``max(int(chunks))``); 1 without PP."""
+        if strategies[0].pp == 1:
+            return 1
+        return max(1, max(int(self.chunks_for(model_name, global_bsz, s, n_gpus)) for s in strategies))
+
+    def p2p_coe(self, cluster, pp: int):
+        """ms per MB of a pipeline send at degree ``pp``, or None for no P2P term."""
+        if self.p2p == "none" or pp == 1:
+            return None
+        by_pp = dict(self.p2p_ms_per_mb_by_pp)
+        if pp in by_pp:
+            return float(by_pp[pp])
+        return cluster.p2p_ms_per_mb
+
+    def mem_step_mb(self, budget_mb: float) -> int:
+        """Width of the DP's memory bins (MB) for a budget."""
+        if self.mem_bins_max is None:
+            return 1
+        return max(1, math.ceil(budget_mb / self.mem_bins_max))
+
+
+GALVATRON2 = CostRules(name="galvatron2")
+VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
+                     mem_bins_max=None, leftover_dp="once", decoder_pp_overlap=0.5, p2p="none")
+PRESETS = {"galvatron2": GALVATRON2, "vldb2023": VLDB2023}
+
+#: (field, what it decides) for the table that sets the two presets side by side.
+FIELD_NOTES = (
+    ("chunks", "micro-batches per iteration of a pipelined strategy"),
+    ("stage_budgets", "memory of pipeline stages after the first (heterogeneous models)"),
+    ("division_input", "what the memory-balanced stage division is fed (heterogeneous models)"),
+    ("mem_bins_max", "memory bins of the DP (None: always 1 MB)"),
+    ("leftover_dp", "leftover all-reduce of 2-1-4 and 4-1-2 when it outlasts the backward"),
+    ("decoder_pp_overlap", "backward share overlapped in a pipelined TP x DP decoder layer"),
+    ("sdp_gather_factor", "SDP's extra all-gather, x the all-reduce time"),
+    ("sdp_gather_per_chunk", "SDP all-gather once per micro-batch"),
+    ("sdp_mem_bias", "SDP model states: 1/dp + this"),
+    ("p2p", "pipeline point-to-point term"),
+)
+
+
+def get_rules(rules) -> CostRules:
+    """A CostRules from itself, a preset name or None (the default, ``galvatron2``)."""
+    if rules is None:
+        return GALVATRON2
+    if isinstance(rules, CostRules):
+        return rules
+    if isinstance(rules, str) and rules in PRESETS:
+        return PRESETS[rules]
+    raise ValueError(f"rules must be a CostRules or one of {sorted(PRESETS)}; got {rules!r}")
+
+
+def differences(a: CostRules, b: CostRules) -> list[tuple]:
+    """(field, what it decides, a's value, b's value) for every field in which two rule sets differ."""
+    out = []
+    for field, what in FIELD_NOTES:
+        va, vb = getattr(a, field), getattr(b, field)
+        if va != vb:
+            out.append((field, what, va, vb))
+    return out
