@@ -15,6 +15,11 @@ asynchronous CUDA execution: the host enqueues micro-batch 2 on the first device
 works on micro-batch 1. Each micro-batch's loss is divided by ``n_micro``, so the gradients are those of the
 full-batch mean loss.
 
+Optimizer (``optimizer``): ``"adamw"``, one AdamW per device over its nodes' parameters (the write-up's set-up),
+or ``"sharded"``, the human baseline of chapter 4: AdamW's state and update dealt over *all* devices whatever the
+placement (``lib.placement.sharded_adamw``: gradients to each shard's owner, the update there, parameters back).
+The memory accounting does not model sharded state yet, so ``"sharded"`` refuses a ``mem_cap``.
+
 Memory cap (experiment C): ``mem_cap`` is a fraction of each card, imposed on CUDA with
 ``torch.cuda.set_per_process_memory_fraction``. An out-of-memory error is caught, everything the step
 allocated is freed and the placement is charged ``OOM_PENALTY_S``. On CPU the devices are *logical*: all are
@@ -44,10 +49,13 @@ from lib.graph import peak_memory_estimate
 from lib.gpt import GPTConfig, build_model, preset, random_batch
 from lib.placement.env import PHASES, TIMED_STEPS, WARMUP_STEPS, Measurement, check_mem_cap, validate_placement
 from lib.placement.memory import ALLOC_OVERHEAD, accounted_peak_bytes, cap_bytes, check_alloc_overhead, with_overhead
+from lib.placement.sharded_adamw import ShardedAdamW
 
 #: Capacity of one logical CPU "card" for ``mem_cap``: the memory PyTorch sees on a T4 (14.75 GiB), read from
 #: the hardware profile the simulator uses, so that a ``mem_cap`` means the same bytes in both executors.
 T4_VISIBLE_BYTES: int = hardware.load("4xT4-pcie").devices[0].usable_mem_bytes
+#: The executor's optimizers (see the module doc).
+OPTIMIZERS = ("adamw", "sharded")
 
 
 def _indexed(d: torch.device) -> torch.device:
@@ -69,7 +77,13 @@ class TorchPlacementEnv:
     def __init__(self, cfg: GPTConfig | str, devices: Sequence, n_micro: int = 1, mem_cap: float | None = None,
                  warmup: int = WARMUP_STEPS, timed: int = TIMED_STEPS, seed: int = 0, lr: float = 3e-4,
                  cpu_capacity_bytes: int = T4_VISIBLE_BYTES, alloc_overhead: float = ALLOC_OVERHEAD,
-                 sync_phases: bool = False):
+                 sync_phases: bool = False, optimizer: str = "adamw"):
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {optimizer!r}: must be one of {OPTIMIZERS}")
+        if optimizer == "sharded" and mem_cap is not None:
+            raise ValueError("optimizer 'sharded' with a mem_cap: the memory accounting does not model sharded "
+                             "optimizer state yet; use optimizer 'adamw' or no mem_cap")
+        self.optimizer = optimizer
         self.cfg = preset(cfg) if isinstance(cfg, str) else cfg
         if not isinstance(self.cfg, GPTConfig):
             raise ValueError(f"cfg must be a GPTConfig or a preset name; got {cfg!r}")
@@ -115,6 +129,7 @@ class TorchPlacementEnv:
         extra = f", batch {self.cfg.batch_size}x{self.cfg.block_size}"
         extra += f", {self.n_micro} micro-batches" if self.n_micro > 1 else ""
         extra += f", memory cap {self.mem_cap:g}" if self.mem_cap is not None else ""
+        extra += ", sharded AdamW" if self.optimizer == "sharded" else ""
         return measured(where) + f" [GPT {self.cfg.name}{extra}]"
 
     def measure(self, placement: Sequence[int]) -> Measurement:
@@ -134,14 +149,18 @@ class TorchPlacementEnv:
     # --- also used by the tests -----------------------------------------------------------------------------
 
     def place(self, placement: Sequence[int]) -> None:
-        """Move every node's parameters to its device and give each device a fresh AdamW over its parameters."""
+        """Move every node's parameters to its device and give each device a fresh AdamW over its parameters
+        (or one sharded AdamW over all devices, with ``optimizer="sharded"``)."""
         p = validate_placement(placement, self.n_nodes, self.n_devices)
         self.opts = []
         self.model.place([self.devices[d] for d in p])
         on: dict[int, list] = {}
         for d, mod in zip(p, self.model.nodes):
             on.setdefault(d, []).extend(mod.parameters())
-        self.opts = [torch.optim.AdamW(ps, lr=self.lr) for _, ps in sorted(on.items()) if ps]
+        if self.optimizer == "sharded":
+            self.opts = [ShardedAdamW(self.model.parameters(), self.devices, lr=self.lr)]
+        else:
+            self.opts = [torch.optim.AdamW(ps, lr=self.lr) for _, ps in sorted(on.items()) if ps]
         first, last = self.devices[p[0]], self.devices[p[-1]]
         self._micro = list(zip(self.idx.to(first).chunk(self.n_micro), self.targets.to(last).chunk(self.n_micro)))
         self._fixed = self._fixed_bytes(p) if self.budget_bytes is not None else None

@@ -209,3 +209,23 @@ def test_cuda_logical_devices_match_cpu(reference):
             assert torch.allclose(q.grad.cpu(), ref_grads[k], rtol=1e-3, atol=1e-5), k
     m = env.measure(p)
     assert not m.oom and all(b > 0 for b in m.peak_mem_bytes)
+
+
+def test_sharded_adamw_trains_exactly_as_per_device_adamw():
+    """Chapter 4's human baseline: the model on one device, AdamW's state over all four; same updates."""
+    plain = TorchPlacementEnv("ci", ["cpu"] * 4, seed=2)
+    sharded = TorchPlacementEnv("ci", ["cpu"] * 4, seed=2, optimizer="sharded")
+    one = (0,) * N
+    for _ in range(3):
+        assert sharded.train_step(one) == pytest.approx(plain.train_step(one), rel=1e-6)
+    for (k, a), b in zip(plain.model.named_parameters(), sharded.model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7), k
+    (opt,) = sharded.opts
+    assert sorted(set(opt.owners)) == [0, 1, 2, 3] and "sharded AdamW" in sharded.describe()
+
+
+def test_sharded_adamw_refuses_what_it_cannot_account():
+    with pytest.raises(ValueError, match="^optimizer 'sharded' with a mem_cap"):
+        TorchPlacementEnv("ci", ["cpu"] * 2, optimizer="sharded", mem_cap=0.5)
+    with pytest.raises(ValueError, match="^optimizer 'zero'"):
+        TorchPlacementEnv("ci", ["cpu"] * 2, optimizer="zero")
