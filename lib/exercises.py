@@ -23,7 +23,8 @@ from typing import Any, Callable
 #: Where each chapter's reference answers live (chapter numbers as in the book's table of contents).
 PARTS = {1: "lib.placement.exercises", 2: "lib.placement.exercises", 3: "lib.placement.exercises",
          4: "lib.galvatron.exercises", 5: "lib.galvatron.exercises", 6: "lib.galvatron.exercises",
-         7: "lib.galvatron.exercises", 8: "lib.straggler.exercises"}
+         7: "lib.galvatron.exercises", 8: "lib.straggler.exercises",
+         9: "lib.closing.exercises"}
 
 
 @dataclass(frozen=True)
