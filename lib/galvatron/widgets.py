@@ -1,0 +1,316 @@
+"""Your budget, your plan: Galvatron's search as a widget, with a static twin for the published book.
+
+:func:`plan_answer` is the pure function behind it: settings in (model, GPU count, memory budget, cost rules,
+search space), the search's answer out (``lib.galvatron.search.engine.search``: the plan, its estimated
+throughput and memory) with the best baseline beside it (every baseline space, one strategy for all layers, as
+the search chapter runs them). :class:`YourBudgetYourPlan` puts ipywidgets sliders and selectors around it and
+draws the plan as the chapter does (``plan_figure``). In CI and in book builds (``lib.book.in_ci()``) its
+``show()`` draws :func:`static_figure` instead: precomputed frames over budgets x GPU counts on one slider
+(``lib.viz.frames_figure``, as Part III), with a note saying where to run it live.
+Every number is estimated by the cost model on the published RTX TITAN profiles (simulated, never measured).
+Used in: book/galvatron/03_the_search ("Your budget, your plan").
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import inspect
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from lib import book
+from lib.galvatron.search.engine import SearchResult, search
+from lib.galvatron.search.profiles import load_model, model_names, published_cluster
+from lib.galvatron.search.report import BASELINES, sim_label
+from lib.galvatron.search.strategies import SPACES, check_power_of_two
+
+#: Where a reader runs the live widget; shown under every static twin (the same words in every part).
+LIVE_NOTE = ("This is the static twin of a live widget. To play it, open this page on Colab or Binder "
+             "(the rocket launch button at the top of the page) and run the cell.")
+#: The rule set when ``lib.galvatron.search`` exposes no named presets (today's cost model).
+DEFAULT_RULES = "this book's cost model"
+#: Where named cost rules may live: a module with ``PRESETS`` (name -> rules) or a ``CostRules`` class
+#: with preset constructors; they are offered only if ``search`` takes a ``rules`` argument.
+RULE_MODULES = ("lib.galvatron.search.rules", "lib.galvatron.search.cost_rules", "lib.galvatron.search.presets",
+                "lib.galvatron.search.cost")
+RULE_PRESET_NAMES = ("vldb2023", "galvatron2")
+GPU_CHOICES = (2, 4, 8, 16, 32, 64)
+BUDGET_RANGE_GB = (4.0, 32.0)
+#: The static twin's grid.
+TWIN_GPUS, TWIN_BUDGETS_GB = (4, 8, 16), (6.0, 8.0, 12.0, 16.0, 24.0)
+
+
+def available_rules() -> dict:
+    """Named cost rules the search accepts, by name ({DEFAULT_RULES: None} when there are none yet)."""
+    if "rules" in inspect.signature(search).parameters:
+        for name in RULE_MODULES:
+            try:
+                mod = importlib.import_module(name)
+            except ModuleNotFoundError as e:
+                if e.name == name:
+                    continue
+                raise
+            presets = getattr(mod, "PRESETS", None)
+            cls = getattr(mod, "CostRules", None)
+            if not presets and cls is not None:
+                presets = {n: getattr(cls, n)() for n in RULE_PRESET_NAMES if callable(getattr(cls, n, None))}
+            if presets:
+                return dict(presets)
+    return {DEFAULT_RULES: None}
+
+
+@lru_cache(maxsize=1)
+def _model_names() -> list[str]:
+    return model_names()
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """One question: ``model`` (a published profile), ``n_gpus``, ``budget_gb`` per GPU, ``rules`` (a name
+    of :func:`available_rules`), ``space`` (``strategies.SPACES``; "full" is Galvatron's) and ``uniform``
+    (one strategy for every layer, as the baseline systems run)."""
+
+    model: str = "bert-huge-32"
+    n_gpus: int = 8
+    budget_gb: float = 8.0
+    rules: str = ""
+    space: str = "full"
+    uniform: bool = False
+
+    def __post_init__(self):
+        if self.model not in _model_names():
+            raise ValueError(f"model must be one of {_model_names()}; got {self.model!r}")
+        check_power_of_two(self.n_gpus, "n_gpus")
+        b = self.budget_gb
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < 1e6:
+            raise ValueError(f"budget_gb must be a number of GB in (0, 1e6); got {b!r}")
+        if self.space not in SPACES:
+            raise ValueError(f"space must be one of {SPACES}; got {self.space!r}")
+        rules = available_rules()
+        if self.rules == "":
+            object.__setattr__(self, "rules", next(iter(rules)))
+        elif self.rules not in rules:
+            raise ValueError(f"rules must be one of {list(rules)}; got {self.rules!r}")
+        if not isinstance(self.uniform, bool):
+            raise ValueError(f"uniform must be True or False; got {self.uniform!r}")
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """The search's answer (``result``) and every baseline's throughput (samples/s, 0 = no plan fits);
+    ``best_baseline`` is the fastest baseline space, or None when none fits."""
+
+    settings: PlanSettings
+    result: SearchResult
+    baselines: tuple[tuple[str, float], ...]
+    best_baseline: str | None
+    source: str
+
+    @property
+    def best_baseline_throughput(self) -> float:
+        return dict(self.baselines).get(self.best_baseline, 0.0) if self.best_baseline else 0.0
+
+    @property
+    def gain(self) -> float | None:
+        """Throughput over the best baseline, minus 1 (None when either has no plan)."""
+        b = self.best_baseline_throughput
+        return self.result.throughput / b - 1 if b > 0 and self.result.feasible else None
+
+    def headline(self) -> str:
+        s = self.settings
+        if not self.result.feasible:
+            return self.result.message
+        p = self.result.plan
+        head = (f"{s.space} space: {self.result.throughput:.2f} samples/s at global batch {p.global_bsz}, "
+                f"pp={p.pp_deg}, {p.chunks} chunks; peak {p.est_mem_mb_per_device / 1024:.2f} GB of "
+                f"{s.budget_gb:g} GB per GPU")
+        return head + "; " + self.baseline_text()
+
+    def baseline_text(self) -> str:
+        if self.best_baseline is None:
+            return "no baseline fits"
+        g = self.gain
+        vs = "" if g is None else f" ({g:+.0%} for this plan)"
+        return f"best baseline {self.best_baseline}: {self.best_baseline_throughput:.2f} samples/s{vs}"
+
+
+@lru_cache(maxsize=16)
+def _model(name: str):
+    return load_model(name)
+
+
+@lru_cache(maxsize=16)
+def _cluster(n_gpus: int):
+    return published_cluster(n_gpus)
+
+
+def _search(settings: PlanSettings, space: str, uniform: bool) -> SearchResult:
+    kw = {}
+    rules = available_rules()[settings.rules]
+    if rules is not None:
+        kw["rules"] = rules
+    return search(_model(settings.model), _cluster(settings.n_gpus), float(settings.budget_gb),
+                  space=space, uniform=uniform, **kw)
+
+
+@lru_cache(maxsize=256)
+def plan_answer(settings: PlanSettings) -> PlanAnswer:
+    """The search under ``settings`` and the best of the baseline spaces (one strategy for all layers)."""
+    res = _search(settings, settings.space, settings.uniform)
+    base = tuple((sp, _search(settings, sp, True).throughput) for sp in BASELINES)
+    fits = [(t, sp) for sp, t in base if t > 0]
+    best = max(fits)[1] if fits else None
+    label = sim_label(_cluster(settings.n_gpus), _model(settings.model))
+    return PlanAnswer(settings, res, base, best, label)
+
+
+# ----------------------------------------------------------------------------------------------- figures
+def answer_figure(a: PlanAnswer, title: str | None = None):
+    """The plan as the search chapter draws it (``plan_figure``), titled with its numbers."""
+    from lib.galvatron.search.figures import plan_figure
+    import plotly.graph_objects as go
+
+    from lib.viz import layout
+
+    s = a.settings
+    title = title or _title(a)
+    if not a.result.feasible:
+        return layout(go.Figure(), title, height=360)
+    return plan_figure(a.result.plan, _model(s.model), title)
+
+
+def _title(a: PlanAnswer) -> str:
+    s = a.settings
+    where = f"{s.model} on {s.n_gpus} GPUs, {s.budget_gb:g} GB each"
+    if not a.result.feasible:
+        need = a.result.min_budget_gb
+        return f"{where}: no plan fits" + (f" (needs {need:.2f} GB)" if need and need < 1e9 else "")
+    g = a.gain
+    vs = "no baseline fits" if a.best_baseline is None else (
+        f"best baseline {a.best_baseline} {a.best_baseline_throughput:.1f}" + ("" if g is None else f" ({g:+.0%})"))
+    return (f"{where}: {a.result.throughput:.1f} samples/s, peak "
+            f"{a.result.plan.est_mem_mb_per_device / 1024:.1f} GB; {vs}")
+
+
+def static_figure(model: str = "bert-huge-32", gpus: Sequence[int] = TWIN_GPUS,
+                  budgets_gb: Sequence[float] = TWIN_BUDGETS_GB, active: tuple[int, float] = (8, 8.0),
+                  rules: str = ""):
+    """The static twin: one frame per (GPU count, budget), each the plan of :func:`plan_answer` drawn as
+    ``plan_figure`` draws it, on one slider; axes fixed over all frames so plans compare at a glance."""
+    import plotly.graph_objects as go
+
+    from lib.viz import Frame, frames_figure, layout
+
+    grid = [(n, float(gb)) for n in gpus for gb in budgets_gb]
+    if tuple(map(float, active)) not in [(float(n), gb) for n, gb in grid]:
+        raise ValueError(f"active must be one of the grid's (GPUs, GB) pairs {grid}; got {active!r}")
+    n_layers = _model(model).n_layers
+    frames, x_max, y_max = [], 1.0, 1.0
+    for n, gb in grid:
+        a = plan_answer(PlanSettings(model, n, gb, rules))
+        data = list(answer_figure(a).data) if a.result.feasible else []
+        for t in data:
+            x_max, y_max = max(x_max, max(t.x)), max(y_max, max(t.y))
+        data += [go.Scatter(x=[], y=[], showlegend=False, hoverinfo="skip")] * (n_layers - len(data))
+        frames.append(Frame(label=f"{n} GPUs, {gb:g} GB", data=data, title=_title(a)))
+    base = layout(go.Figure(), height=460).layout.to_plotly_json()
+    base.update(xaxis=dict(title="activation memory per GPU (MB, cumulative over layers)",
+                           range=[0, 1.04 * x_max]),
+                yaxis=dict(title="model-state memory per GPU (MB)", range=[0, 1.08 * y_max]))
+    return frames_figure(frames, "GPUs and budget", active=grid.index((active[0], float(active[1]))),
+                         base_layout=base)
+
+
+# ----------------------------------------------------------------------------------------------- the widget
+def live_allowed(live: bool = True) -> bool:
+    """Whether ``show()`` builds the live widget: asked for, and not in CI or a book build."""
+    return bool(live) and not book.in_ci()
+
+
+class YourBudgetYourPlan:
+    """Galvatron's search as a widget. ``show()`` displays the live widget in a running kernel, or the
+    static twin with :data:`LIVE_NOTE` under CI and in book builds (``live=False`` forces the twin)."""
+
+    def __init__(self, model: str = "bert-huge-32", n_gpus: int = 8, budget_gb: float = 8.0, space: str = "full",
+                 live: bool = True):
+        self.settings = PlanSettings(model, n_gpus, float(budget_gb), space=space)
+        self.live = live
+        self.last: PlanAnswer | None = None
+        self.figure = None
+        self._built = None
+
+    def current_settings(self) -> PlanSettings:
+        w = self._widgets()
+        return PlanSettings(w["model"].value, w["gpus"].value, float(w["budget"].value), w["rules"].value,
+                            w["space"].value, w["uniform"].value)
+
+    def refresh(self, *_):
+        """Search under the controls' settings now: the summary and the plan figure."""
+        w = self._widgets()
+        a = plan_answer(self.current_settings())
+        self.last = a
+        plan = ("" if not a.result.feasible else
+                f"<br><small>plan: {html.escape(a.result.plan.summary())}</small>")
+        w["summary"].value = (f"<b>{html.escape(a.headline())}</b>{plan}<br>"
+                              f"<small>{html.escape(a.source)}; searched in {a.result.search_s:.2f} s</small>")
+        self.figure = answer_figure(a)
+        from IPython.display import display
+
+        from lib.viz import PlotlyHTML, to_html
+
+        w["out"].clear_output(wait=True)
+        with w["out"]:
+            display(PlotlyHTML(to_html(self.figure, "your-budget-your-plan-live")))
+
+    def _widgets(self) -> dict:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def _build(self) -> dict:
+        import ipywidgets as W
+
+        s = self.settings
+        wide = dict(layout=W.Layout(width="420px"), style=dict(description_width="120px"))
+        w = dict(
+            budget=W.FloatSlider(value=s.budget_gb, min=BUDGET_RANGE_GB[0], max=BUDGET_RANGE_GB[1], step=0.5,
+                                 description="budget (GB/GPU)", continuous_update=False, **wide),
+            gpus=W.SelectionSlider(options=sorted({*GPU_CHOICES, s.n_gpus}), value=s.n_gpus, description="GPUs",
+                                   continuous_update=False, **wide),
+            model=W.Dropdown(options=_model_names(), value=s.model, description="model", **wide),
+            rules=W.Dropdown(options=list(available_rules()), value=s.rules, description="cost rules", **wide),
+            space=W.Dropdown(options=list(SPACES), value=s.space, description="search space", **wide),
+            uniform=W.Checkbox(value=s.uniform, description="one strategy for all layers", indent=False),
+            summary=W.HTML(), out=W.Output())
+        for k in ("budget", "gpus", "model", "rules", "space", "uniform"):
+            w[k].observe(self.refresh, "value")
+        w["box"] = W.VBox([W.HBox([W.VBox([w["budget"], w["gpus"], w["model"]]),
+                                   W.VBox([w["rules"], w["space"], w["uniform"]])]), w["summary"], w["out"]])
+        return w
+
+    def widget(self):
+        """The live widget (built on first call, answered at once)."""
+        w = self._widgets()
+        if self.last is None:
+            self.refresh()
+        return w["box"]
+
+    def static_twin(self):
+        s = self.settings
+        gpus = tuple(sorted({*TWIN_GPUS, s.n_gpus}))
+        budgets = tuple(sorted({*TWIN_BUDGETS_GB, float(s.budget_gb)}))
+        return static_figure(s.model, gpus, budgets, (s.n_gpus, float(s.budget_gb)), s.rules)
+
+    def show(self):
+        """Display the live widget, or (CI, book builds, ``live=False``) the static twin and the note."""
+        from IPython.display import HTML, display
+
+        from lib.viz import show
+
+        if live_allowed(self.live):
+            display(self.widget())
+            return
+        show(self.static_twin(), "your-budget-your-plan")
+        display(HTML(f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"))
