@@ -281,8 +281,8 @@ def sci(x: float) -> str:
     return f"{x / 10 ** e:.1f} × 10{str(e).translate(sup)}"
 
 
-def compare_systems(models, budgets_gb, systems, cluster, uniform: bool = True, load=None):
-    """Search every model at every budget with Galvatron and each baseline space.
+def compare_systems(models, budgets_gb, systems, cluster, uniform: bool = True, load=None, rules=None):
+    """Search every model at every budget with Galvatron and each baseline space (under ``rules``).
 
     Returns (throughput table {(model, GB, system): samples/s, 0 when no plan fits}, results, seconds)."""
     from .profiles import load_model
@@ -295,8 +295,8 @@ def compare_systems(models, budgets_gb, systems, cluster, uniform: bool = True, 
         mdl = load(name)
         for gb in budgets_gb:
             for sysname in systems:
-                res = search(mdl, cluster, gb) if sysname == "galvatron" else \
-                    search(mdl, cluster, gb, space=sysname, uniform=uniform)
+                res = search(mdl, cluster, gb, rules=rules) if sysname == "galvatron" else \
+                    search(mdl, cluster, gb, space=sysname, uniform=uniform, rules=rules)
                 table[(name, gb, sysname)], results[(name, gb, sysname)] = res.throughput, res
     return table, results, time.perf_counter() - t0
 
@@ -449,7 +449,7 @@ def swin_summary(res, swin, budget_gb: float):
     return table, text
 
 
-def time_searches(model, cluster, n_layers, budgets_gb) -> dict:
+def time_searches(model, cluster, n_layers, budgets_gb, rules=None) -> dict:
     """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured)."""
     from .engine import search
 
@@ -457,7 +457,7 @@ def time_searches(model, cluster, n_layers, budgets_gb) -> dict:
     for L in n_layers:
         for gb in budgets_gb:
             t0 = time.perf_counter()
-            search(model.with_layers(L), cluster, gb)
+            search(model.with_layers(L), cluster, gb, rules=rules)
             times[f"{gb:g} GB"].append(time.perf_counter() - t0)
     return times
 
@@ -480,7 +480,8 @@ def cluster_text(n: int) -> str:
     return f"{plural(n // 8, 'RTX TITAN server')}, synthetic"
 
 
-def scaling(model, n_gpus: int, scaling_gpus, systems, uniform: bool = True, budget_gb: float = 16) -> dict:
+def scaling(model, n_gpus: int, scaling_gpus, systems, uniform: bool = True, budget_gb: float = 16,
+            rules=None) -> dict:
     """Galvatron against the best baseline on larger clusters, and the search time relative to ``n_gpus``.
 
     Returns {"rows": [(GPUs, galvatron, best baseline, its name, search s, ratio)], "glue": {...}}; search times
@@ -489,15 +490,15 @@ def scaling(model, n_gpus: int, scaling_gpus, systems, uniform: bool = True, bud
     from .engine import search
 
     t0 = time.perf_counter()
-    search(model, published_cluster(n_gpus), budget_gb)
+    search(model, published_cluster(n_gpus), budget_gb, rules=rules)
     t_base = time.perf_counter() - t0
     rows = []
     for n in scaling_gpus:
         cl = published_cluster(n)
         t0 = time.perf_counter()
-        g = search(model, cl, budget_gb)
+        g = search(model, cl, budget_gb, rules=rules)
         dt = time.perf_counter() - t0
-        base = {s: search(model, cl, budget_gb, space=s, uniform=uniform).throughput
+        base = {s: search(model, cl, budget_gb, space=s, uniform=uniform, rules=rules).throughput
                 for s in systems if s != "galvatron"}
         which = max(base, key=base.get)
         rows.append((n, g.throughput, base[which], which, dt, dt / t_base))
@@ -550,3 +551,83 @@ def what_if(model, cluster, budget_gb: float, spaces, batch_sizes, uniform: bool
                                                   batch_sizes=batch_sizes, uniform=uniform)
         rows.append([name, f"{r.throughput:.2f}", r.plan.summary() if r.plan else "no plan fits"])
     return Table(["system", "samples/s", "plan"], rows)
+
+
+# ------------------------------------------------------------------------------------- the two rule sets
+def rules_table(a, b) -> Table:
+    """Every field in which two CostRules differ, with what it decides (rules.py documents each)."""
+    from .rules import differences
+
+    fmt = lambda v: "None (1 MB)" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
+    rows = [[f, what, fmt(va), fmt(vb)] for f, what, va, vb in differences(a, b)]
+    return Table(["field", "what it decides", a.name, b.name], rows)
+
+
+#: The paper's largest measured speed-ups on 8 GPUs (quoted, the paper, sections 1 and 5.2).
+PAPER_GAINS = ("up to 338% (ViT); 200–334% for the other three", "up to 55%; 28–52% for the other three")
+
+
+def gains_side_by_side(g_main: dict, g_other: dict, main: str, other: str) -> Table:
+    """Largest gains over the best pure and best hybrid baseline under two rule sets (estimated), and the
+    paper's (quoted) in a last row."""
+    pct = lambda x: "-" if math.isnan(x) else f"{x:.0f}%"
+    rows = [[n, pct(a), pct(b), pct(g_other[n][0]), pct(g_other[n][1])] for n, (a, b) in g_main.items()]
+    rows.append(["the paper (quoted, measured)", PAPER_GAINS[0], PAPER_GAINS[1], "", ""])
+    return Table(["model", f"over pure, {main}", f"over hybrid, {main}", f"over pure, {other}",
+                  f"over hybrid, {other}"], rows,
+                 caption="estimated on the published profiles, except the paper's row")
+
+
+def camera_ready_bert():
+    """BERT-Huge-32 with the constants of the camera-ready artifact (Hsword/Hetu commit 3757771,
+    tools/Galvatron/bert/search_layerwise_hp_8gpus.py: extra overhead 0 ms, other memory 790 MB + 300 MB per
+    sample; the layer constants are the VLDB artifact's). Its plan files were searched with these."""
+    from dataclasses import replace
+
+    from .profiles import load_model
+
+    b = load_model("bert-huge-32")
+    return replace(b, extra_overhead_ms=0.0, other_model_states_mb=790.0, other_act_mb_per_sample=300.0,
+                   source="camera-ready constants, Hsword/Hetu 3757771 tools/Galvatron/bert/"
+                          "search_layerwise_hp_8gpus.py (quoted)")
+
+
+#: The two BERT-Huge-32 plan files shipped with the camera-ready artifact (Hsword/Hetu 3757771,
+#: tools/Galvatron/bert/configs/galvatron_config_8gpus_1280hidden_32layers_{8,12}G_full.json), summarised.
+PUBLISHED_BERT_PLANS = {8: "B=8, pp=2, chunks=2: (15x 2-2*-2, 1x 2-2*-2f) per stage",
+                        12: "B=16, pp=1, chunks=1: 16x 1-2*-4, 16x 1-2*-4f"}
+
+
+def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=None, repeat: int = 3) -> dict:
+    """Time one stage's DP (BERT-like uniform model, one (B, pp)) three ways on this CPU: ``dp_solve``
+    (numpy, reachable band, no shortcut), ``dp_solve`` with the shortcut, and the same recurrence in plain
+    Python (``dp_solve_python``, every memory level). Best of ``repeat`` for the numpy ones; measured."""
+    from .cost import cost_tables, other_memory_mb
+    from .dynamic_program import dp_solve, dp_solve_python
+    from .rules import get_rules
+    from .strategies import generate
+
+    rules = get_rules(rules)
+    strats = [s for s in generate(cluster.n_gpus) if s.pp == pp]
+    layers = model.layers()[: model.n_layers // pp]
+    chunks = [rules.chunks_for(model.name, global_bsz, s, cluster.n_gpus) for s in strats]
+    t, m, r = cost_tables(model, strats, global_bsz, cluster, chunks, layers=layers, rules=rules)
+    E = int(math.floor(budget_gb * 1024 - other_memory_mb(model, strats[0], global_bsz)))
+
+    def best(fn):
+        out = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            res = fn()
+            out.append(time.perf_counter() - t0)
+        return min(out), res
+
+    t_np, a = best(lambda: dp_solve(t, m, r, E, shortcut=False))
+    t_sc, _ = best(lambda: dp_solve(t, m, r, E))
+    t0 = time.perf_counter()
+    b = dp_solve_python(t, m, r, E)
+    t_py = time.perf_counter() - t0
+    if a.feasible != b.feasible or (a.feasible and abs(a.cost_s - b.cost_s) > 1e-9):
+        raise AssertionError("dp_solve and the pure-Python DP disagree")
+    return {"layers": len(layers), "E": E, "S": len(strats), "numpy_s": t_np, "shortcut_s": t_sc,
+            "python_s": t_py, "ratio": t_py / t_np, "ratio_shortcut": t_py / max(t_sc, 1e-9)}

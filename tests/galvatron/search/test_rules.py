@@ -124,3 +124,23 @@ def test_stage_budgets_full_gives_later_stages_more_memory():
     assert full.max_feasible_bsz >= tight.max_feasible_bsz
     assert full.throughput >= tight.throughput - 1e-12
     assert Strategy.from_shape(1, 1, 8).code == "1-1-8"
+
+
+def test_pure_python_dp_equals_dp_solve_on_random_instances():
+    import numpy as np
+
+    from lib.galvatron.search.dynamic_program import brute_force, dp_solve, dp_solve_python
+
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        L, S = rng.integers(1, 5), rng.integers(1, 5)
+        t = rng.random((L, S))
+        m = rng.integers(0, 20, (L, S)).astype(float)
+        r = rng.random((L, S, S)) * (rng.random((L, S, S)) < 0.6)
+        r[0] = 0.0
+        budget = int(rng.integers(0, 60))
+        a, b, ref = dp_solve(t, m, r, budget), dp_solve_python(t, m, r, budget), brute_force(t, m, r, budget)
+        assert a.feasible == b.feasible == ref.feasible
+        if ref.feasible:
+            assert b.cost_s == pytest.approx(ref.cost_s, abs=1e-12) == a.cost_s
+            assert b.mem_mb <= budget
