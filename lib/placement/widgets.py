@@ -503,7 +503,10 @@ class PlaceItYourself:
         return w["box"]
 
     def static_twin(self):
-        return static_figure(replace(self.settings, mode="sim"))
+        """:func:`static_figure` on the simulator, over the twin's placements this model and machine have."""
+        s = replace(self.settings, mode="sim")
+        have = instructive(sim_env(s).graph, sim_env(s).n_devices)
+        return static_figure(s, [k for k in TWIN_LABELS if k in have])
 
     def show(self):
         """Display the live widget, or (CI, book builds, ``live=False``) the static twin and the note."""
