@@ -278,6 +278,117 @@ def oom_recovery(preset: str, attempts: int, log, device: str = "cuda:0") -> dic
     return out
 
 
+def optimizer_phase(preset: str, log, device: str = "cuda:0", repeats: int = 10) -> dict:
+    """Time one AdamW step (PyTorch's default foreach, and after ``clip_grad_norm_``) over the parameters of
+    ``preset`` on ``device``, all of them and the embedding/body/head shares separately.
+
+    Settles the simulator's optimizer terms (``lib.placement.sim_mechanisms``): the measured seconds per
+    parameter give ``adamw_bw_efficiency`` (80 bytes of traffic per parameter over the datasheet bandwidth), and
+    the clipped step's extra time the ``foreach+clip`` term. Median of ``repeats`` after 2 warm-up steps.
+    """
+    import torch
+
+    from lib.gpt import gpt_graph, preset as gpt_preset
+
+    g = gpt_graph(gpt_preset(preset))
+    shares = {"all": [n.params for n in g.nodes if n.params],
+              "embedding": [g.nodes[0].params],
+              "body": [n.params for n in g.nodes[1:-3] if n.params],
+              "head": [n.params for n in g.nodes[-3:] if n.params]}
+    cuda = torch.device(device).type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    out = {"preset": preset, "device": device, "repeats": repeats}
+    for label, sizes in shares.items():
+        ps = [torch.nn.Parameter(torch.randn(k, device=device) * 0.01) for k in sizes]
+        for q in ps:
+            q.grad = torch.randn_like(q) * 1e-3
+        opt = torch.optim.AdamW(ps, lr=1e-3)
+        times = {}
+        for clip in (False, True):
+            ts = []
+            for k in range(repeats + 2):
+                sync()
+                t0 = time.perf_counter()
+                if clip:
+                    torch.nn.utils.clip_grad_norm_(ps, 1.0)
+                opt.step()
+                sync()
+                if k >= 2:
+                    ts.append(time.perf_counter() - t0)
+            times["clip" if clip else "plain"] = statistics.median(ts)
+        n = sum(sizes)
+        out[label] = {"params": n, "adamw_s": times["plain"], "adamw_clip_s": times["clip"],
+                      "s_per_param": times["plain"] / n}
+        del ps, opt
+        gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+        bw = torch.cuda.get_device_properties(device)
+        out["gpu"] = bw.name
+    a = out["all"]
+    log(f"  AdamW ({preset}, {a['params'] / 1e6:.1f}M parameters on {device}): {a['adamw_s'] * 1e3:.1f} ms "
+        f"({a['adamw_clip_s'] * 1e3:.1f} ms after clip_grad_norm_); embedding {out['embedding']['adamw_s'] * 1e3:.1f}, "
+        f"body {out['body']['adamw_s'] * 1e3:.1f}, head {out['head']['adamw_s'] * 1e3:.1f} ms")
+    return out
+
+
+def duty_cycle_clocks(log, device: str = "cuda:0", n: int = 2048, burst_s: float = 0.05,
+                      duties=(1.0, 0.6, 0.3), seconds: float = 4.0) -> dict:
+    """Is a GPU faster when it idles part of the time? fp32 GEMM bursts at several duty cycles.
+
+    The hypothesis ``power_boost`` of ``lib.placement.sim_mechanisms`` (adopted only because it can produce the
+    write-up's A gain) says a power-capped GPU (a T4: 70 W) busy a fraction u of the time runs its compute
+    ``1 - g (1 - u)`` times as long as at full load. This runs ``burst_s`` of back-to-back n x n fp32 matmuls,
+    then sleeps so that the GPU is busy a fraction u, for ``seconds`` per duty cycle, and reports the median
+    matmul time in the bursts of each (and the SM clock when pynvml is there). g = (1 - t_u / t_1) / (1 - u);
+    a g near 0 on a T4 refutes the hypothesis; near 0.15-0.25 supports it.
+    """
+    import torch
+
+    cuda = torch.device(device).type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    clock = None
+    if cuda:
+        with contextlib.suppress(Exception):
+            import pynvml
+
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
+            clock = lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+    out = {"device": device, "n": n, "burst_s": burst_s, "duties": {}}
+    for u in duties:
+        per, clocks = [], []
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            k = 0
+            while time.perf_counter() - t0 < burst_s:
+                s0 = time.perf_counter()
+                torch.mm(a, b)
+                sync()
+                per.append(time.perf_counter() - s0)
+                k += 1
+            if clock is not None:
+                with contextlib.suppress(Exception):
+                    clocks.append(clock())
+            busy = time.perf_counter() - t0
+            if u < 1:
+                time.sleep(busy * (1 - u) / u)
+        keep = per[len(per) // 4:]  # drop the first quarter: the clock settles
+        out["duties"][str(u)] = {"matmul_s": statistics.median(keep), "n_matmuls": len(per),
+                                 "sm_clock_mhz": statistics.median(clocks) if clocks else None}
+    t1 = out["duties"][str(duties[0])]["matmul_s"]
+    out["g"] = {str(u): (1 - d["matmul_s"] / t1) / (1 - u) for u, d in
+                ((float(k), v) for k, v in out["duties"].items()) if u < 1}
+    log("  duty cycle: " + ", ".join(f"busy {k}: {v['matmul_s'] * 1e3:.2f} ms per matmul"
+                                     + (f" at {v['sm_clock_mhz']:.0f} MHz" if v["sm_clock_mhz"] else "")
+                                     for k, v in out["duties"].items())
+        + "; g = " + ", ".join(f"{v:+.3f} (busy {k})" for k, v in out["g"].items()))
+    return out
+
+
 def reinforce_real(preset: str, updates: int, log, out_dir: str, device: str = "cuda:0") -> dict:
     """A short REINFORCE run (``updates`` updates of 8 samples, co-location groups) on real CUDA devices.
 
@@ -320,6 +431,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "data", "runs"))
     ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a dry run of the script (no GPU measured)")
     ap.add_argument("--profile-repeats", type=int, default=10, help="timings per node in the node profiler")
+    ap.add_argument("--mechanisms", type=int, default=1,
+                    help="1: time the AdamW step and the duty-cycle clock test that settle the simulator's "
+                         "optimizer and power-clock terms; 0 to skip")
     a = ap.parse_args(argv)
     dry = a.device == "cpu"
     if not dry and not a.device.startswith("cuda"):
@@ -358,6 +472,11 @@ def main(argv=None) -> int:
     oom = oom_recovery(a.oom_preset, a.oom_attempts, log, a.device) if a.oom_attempts > 0 else None
     rl = (reinforce_real(a.reinforce_preset, a.reinforce_updates, log, a.out, a.device)
           if a.reinforce_updates > 0 else None)
+    mech = None
+    if a.mechanisms:
+        mech = {"optimizer": optimizer_phase("ci" if dry else "49m", log, a.device, repeats=3 if dry else 10),
+                "duty_cycle": duty_cycle_clocks(log, a.device, n=64 if dry else 2048, burst_s=0.01 if dry else 0.05,
+                                                seconds=0.1 if dry else 4.0)}
     report = {
         "kind": "gpu_check", "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "git_commit": git_commit(), "python": platform.python_version(),
@@ -365,7 +484,8 @@ def main(argv=None) -> int:
         "device": a.device, "dry_run": dry,
         "protocol": f"single device {a.device}; TorchPlacementEnv (2 warm-up + median of 5, phases synchronised); "
                     "simulated with sync_phases=True",
-        "single_device": rows, "oom_recovery": oom, "reinforce": rl, "log": lines, "wall_s": time.perf_counter() - t_start,
+        "single_device": rows, "oom_recovery": oom, "reinforce": rl, "mechanisms": mech, "log": lines,
+        "wall_s": time.perf_counter() - t_start,
     }
     path = report_path(a.out)
     write_json_atomic(path, report)

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from lib import hardware as hw
 from lib.graph import Graph
+from lib.placement.sim_mechanisms import ADAMW_COSTS, PARAM_TENSORS, Mechanisms
 
 #: Kernels one node launches (forward, backward), counted from the eager implementation in ``lib/gpt.py``.
 KERNELS: dict[str, tuple[int, int]] = {
@@ -185,12 +186,17 @@ class StepEngine:
     node_profile: measured per-node times for the devices whose name matches ``NodeProfile.device_name``.
     device_time_factors: per-device multipliers on compute times (a noisy machine's speeds; 1 = nominal).
     sync_phases: synchronise every device between forward, backward and optimizer.
+    mechanisms: the optional terms of ``lib.placement.sim_mechanisms`` (None: all off, the base model).
     """
 
     def __init__(self, graph: Graph, profile: hw.HardwareProfile, n_micro: int = 1,
                  node_profile: NodeProfile | None = None, device_time_factors: Sequence[float] | None = None,
-                 sync_phases: bool = False):
+                 sync_phases: bool = False, mechanisms: Mechanisms | None = None):
         g, M, n_dev, prof = graph, int(n_micro), profile.n_devices, profile
+        mech = mechanisms if mechanisms is not None else Mechanisms()
+        if not isinstance(mech, Mechanisms):
+            raise ValueError(f"mechanisms must be a Mechanisms or None; got {type(mech).__name__}")
+        self.mechanisms = mech
         self.n_devices, self.n_micro, self.n_nodes, self.sync_phases = n_dev, M, g.n_nodes, bool(sync_phases)
         factors = tuple(device_time_factors) if device_time_factors is not None else (1.0,) * n_dev
         self.names = [n.name for n in g.nodes]
@@ -218,9 +224,24 @@ class StepEngine:
         self._inputs = [tuple(n.inputs) for n in g.nodes]
         host = prof.host_launch_s
         self._host_fwd = [KERNELS[n.op][0] * host for n in g.nodes]
+        # gradient allocation (a mechanism): once per parameter tensor, in the last micro-batch's backward
         self._host_bwd = [KERNELS[n.op][1] * host for n in g.nodes]
-        self._host_s, self._host_adam = host, ADAMW_KERNELS * host
+        alloc = [PARAM_TENSORS[n.op] * mech.grad_alloc_host_s if n.params else 0.0 for n in g.nodes]
+        self._host_alloc = alloc if any(alloc) else None
+        adam_bytes, adam_kernels, adam_per_tensor = ADAMW_COSTS[mech.adamw_impl]
+        self._host_s = host
         self._params = [n.params for n in g.nodes]
+        self._tensors = [PARAM_TENSORS[n.op] if n.params else 0 for n in g.nodes]
+        self._adam_kernels, self._adam_per_tensor = adam_kernels, adam_per_tensor
+        self._host_adam = adam_kernels * host  # per device; plus adam_per_tensor launches per parameter tensor
+        self._clip_barrier = mech.adamw_impl == "foreach+clip"
+        self._adam_overlap, self._copy_blocks = mech.adamw_overlap, mech.copy_blocks_host
+        self._power = float(mech.power_boost)
+        if mech.embedding_grad_zero:  # the dense embedding gradient's zero-fill, in the embedding's backward
+            for i, n in enumerate(micro.nodes):
+                if n.op == "embedding" and n.params:
+                    for d, dev in enumerate(prof.devices):
+                        bwd[i][d] += 4.0 * n.params / dev.achievable_mem_bw_bytes_per_s * factors[d]
         # Copies: per node, per (src, dst) pair, the time of its (micro-batch) output over the link.
         channels = prof.channel_names() if n_dev > 1 else ()
         self._n_channels = len(channels)
@@ -239,30 +260,58 @@ class StepEngine:
                 row[s][d] = ln.copy_s(n.out_bytes)
             copy_s.append(row)
         self._copy_s = copy_s
-        # AdamW seconds per parameter on each device (and a fixed launch part).
-        self._adam_per_param, self._adam_fixed = [], []
+        # AdamW seconds per parameter on each device (and a fixed launch part); the zero_grad memset per parameter.
+        self._adam_per_param, self._adam_fixed, self._adam_per_tensor_s, self._memset_per_param = [], [], [], []
         for d, dev in enumerate(prof.devices):
-            if node_profile is not None and node_profile.device_name == dev.name:
+            bw = dev.achievable_mem_bw_bytes_per_s
+            if mech.adamw_bw_efficiency is not None:
+                bw = dev.mem_bw_bytes_per_s * mech.adamw_bw_efficiency
+            if node_profile is not None and node_profile.device_name == dev.name and mech.adamw_impl == "foreach" \
+                    and mech.adamw_bw_efficiency is None:
                 per, fixed = node_profile.optimizer_s_per_param, 0.0
             else:
-                per = ADAMW_BYTES_PER_PARAM / dev.achievable_mem_bw_bytes_per_s
-                fixed = ADAMW_KERNELS * dev.launch_overhead_s
+                per = adam_bytes / bw
+                fixed = adam_kernels * dev.launch_overhead_s
             self._adam_per_param.append(per * factors[d])
             self._adam_fixed.append(fixed * factors[d])
+            self._adam_per_tensor_s.append(adam_per_tensor * dev.launch_overhead_s * factors[d])
+            self._memset_per_param.append(4.0 / dev.achievable_mem_bw_bytes_per_s * factors[d]
+                                          if mech.zero_grad == "memset" else 0.0)
 
     def simulate(self, p, trace: list | None = None) -> tuple[float, float, float]:
         """Run the step's program once; return (forward end, backward end, step end) in seconds.
 
         ``free[d]``: when device d's stream has done all work issued so far; ``chan[c]``: the same for a link
         channel; ``h``: the host's clock (it issues forward work and the optimizer; in backward, autograd gives
-        every device its own issuing thread, ``hd[d]``).
+        every device its own issuing thread, ``hd[d]``). With the ``power_boost`` mechanism the program runs
+        twice: the second time each device's compute is scaled by its busy fraction in the first.
         """
+        if not self._power:
+            return self._run(p, None, trace)[:3]
+        f, b, s, busy = self._run(p, None, None)
+        sc = [1.0 - self._power * (1.0 - min(1.0, busy[d] / s)) if s > 0 else 1.0 for d in range(self.n_devices)]
+        return self._run(p, sc, trace)[:3]
+
+    def _run(self, p, sc, trace):
         n_dev, M, N = self.n_devices, self.n_micro, self.n_nodes
         free = [0.0] * n_dev
+        busy = [0.0] * n_dev
         chan = [0.0] * self._n_channels
         fwd, bwd, inputs, copy_s, chans = self.fwd_s, self.bwd_s, self._inputs, self._copy_s, self._chans
         hf, hb, hs = self._host_fwd, self._host_bwd, self._host_s
+        blocks = self._copy_blocks
         h = 0.0
+        if self._memset_per_param[0] or self._memset_per_param[-1]:  # zero_grad(set_to_none=False)
+            params = [0] * n_dev
+            for i, d in enumerate(p):
+                params[d] += self._params[i]
+            for d in range(n_dev):
+                if params[d]:
+                    h += hs
+                    t = free[d] if free[d] > h else h
+                    free[d] = t + params[d] * self._memset_per_param[d]
+                    if trace is not None:
+                        trace.append(TraceEvent(f"gpu{d}", "forward", "zero_grad", -1, t, free[d]))
         order = range(N)
         for m in range(M):
             for i in order:
@@ -272,11 +321,15 @@ class StepEngine:
                     if s != d:  # copy q's output s -> d before node i runs
                         h += hs
                         t, e = _copy(free, chan, chans[s][d], s, d, h, copy_s[q][s][d])
+                        if blocks and e > h:
+                            h = e
                         if trace is not None:
                             self._trace_copy(trace, q, i, s, d, m, t, e, "activation")
                 h += hf[i]
                 t = free[d] if free[d] > h else h
-                free[d] = t + fwd[i][d]
+                dur = fwd[i][d] if sc is None else fwd[i][d] * sc[d]
+                free[d] = t + dur
+                busy[d] += dur
                 if trace is not None:
                     trace.append(TraceEvent(f"gpu{d}", "forward", self.names[i], m, t, free[d]))
         fwd_end = max(free)
@@ -285,12 +338,17 @@ class StepEngine:
             free = [fwd_end] * n_dev
         hd = [h] * n_dev
         rev = range(N - 1, -1, -1)
+        alloc = self._host_alloc
         for m in range(M - 1, -1, -1):
             for i in rev:
                 d = p[i]
                 hd[d] += hb[i]
+                if alloc is not None and m == 0:
+                    hd[d] += alloc[i]
                 t = free[d] if free[d] > hd[d] else hd[d]
-                free[d] = t + bwd[i][d]
+                dur = bwd[i][d] if sc is None else bwd[i][d] * sc[d]
+                free[d] = t + dur
+                busy[d] += dur
                 if trace is not None:
                     trace.append(TraceEvent(f"gpu{d}", "backward", self.names[i], m, t, free[d]))
                 for q in inputs[i]:
@@ -300,6 +358,11 @@ class StepEngine:
                         if hd[d] > hd[s]:
                             hd[s] = hd[d]
                         t, e = _copy(free, chan, chans[d][s], s, d, hd[d], copy_s[q][d][s])
+                        if blocks:
+                            if e > hd[d]:
+                                hd[d] = e
+                            if e > hd[s]:
+                                hd[s] = e
                         if trace is not None:
                             self._trace_copy(trace, q, i, d, s, m, t, e, "gradient")
         bwd_end = max(free)
@@ -308,16 +371,28 @@ class StepEngine:
             h = bwd_end if bwd_end > h else h
             free = [bwd_end] * n_dev
         params = [0] * n_dev
+        tensors = [0] * n_dev
         for i, d in enumerate(p):
             params[d] += self._params[i]
+            tensors[d] += self._tensors[i]
+        if self._clip_barrier:  # clip_grad_norm_'s global norm: one number from every device's gradients
+            h = bwd_end if bwd_end > h else h
+            free = [bwd_end if params[d] else free[d] for d in range(n_dev)]
         for d in range(n_dev):
             if params[d]:
                 h += self._host_adam
+                if self._adam_per_tensor:  # for-loop AdamW: the host issues every tensor's kernels
+                    h += tensors[d] * self._adam_per_tensor * hs
                 t = free[d] if free[d] > h else h
                 free[d] = t + self._adam_fixed[d] + params[d] * self._adam_per_param[d]
+                if self._adam_per_tensor:
+                    free[d] += tensors[d] * self._adam_per_tensor_s[d]
+                busy[d] += free[d] - t
+                if not self._adam_overlap:
+                    h = free[d]
                 if trace is not None:
                     trace.append(TraceEvent(f"gpu{d}", "optimizer", "AdamW", -1, t, free[d]))
-        return fwd_end, bwd_end, max(free)
+        return fwd_end, bwd_end, max(free), busy
 
     def _trace_copy(self, trace, q, i, s, d, m, t, e, what):
         lanes = [self._chan_names[c] for c in self._chans[s][d]] or ["copy"]

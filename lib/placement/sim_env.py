@@ -43,10 +43,12 @@ from lib.placement.env import Measurement, check_mem_cap, validate_placement
 from lib.placement.memory import ALLOC_OVERHEAD, MemoryModel, cap_bytes, check_alloc_overhead
 from lib.placement.sim_engine import (ADAMW_BYTES_PER_PARAM, ADAMW_KERNELS, KERNELS, NodeProfile, StepEngine,
                                       TraceEvent, adamw_seconds, op_seconds)
+from lib.placement.sim_mechanisms import Mechanisms
+from lib.placement.sim_mechanisms import describe as describe_mechanisms
 from lib.placement.sim_noise import NoiseModel, device_speed_factors, jittered_steps
 
-__all__ = ["ADAMW_BYTES_PER_PARAM", "ADAMW_KERNELS", "ALLOC_OVERHEAD", "KERNELS", "NodeProfile", "NoiseModel",
-           "SimPlacementEnv", "TraceEvent", "adamw_seconds", "calibrate_flops_efficiency", "op_seconds"]
+__all__ = ["ADAMW_BYTES_PER_PARAM", "ADAMW_KERNELS", "ALLOC_OVERHEAD", "KERNELS", "Mechanisms", "NodeProfile",
+           "NoiseModel", "SimPlacementEnv", "TraceEvent", "adamw_seconds", "calibrate_flops_efficiency", "op_seconds"]
 
 
 def _as_graph(graph_or_cfg: Any) -> Graph:
@@ -71,12 +73,14 @@ class SimPlacementEnv:
     seed: an int or a ``numpy.random.Generator`` for the noise. node_profile: measured per-node times for
     devices whose name matches ``NodeProfile.device_name``. sync_phases: synchronise every device between
     forward, backward and optimizer (as ``torch_env`` does when it times phases); off, the write-up's plain step.
-    alloc_overhead: multiplier on the accounted memory (``ALLOC_OVERHEAD``).
+    alloc_overhead: multiplier on the accounted memory (``ALLOC_OVERHEAD``). mechanisms: the optional terms of
+    ``lib.placement.sim_mechanisms`` (None: all off, the base model).
     """
 
     def __init__(self, graph_or_cfg, profile, n_micro: int = 1, mem_cap: float | None = None,
                  noise: NoiseModel | None = None, seed=None, node_profile: NodeProfile | None = None,
-                 sync_phases: bool = False, alloc_overhead: float = ALLOC_OVERHEAD):
+                 sync_phases: bool = False, alloc_overhead: float = ALLOC_OVERHEAD,
+                 mechanisms: Mechanisms | None = None):
         self.graph = _as_graph(graph_or_cfg)
         self.profile = profile if isinstance(profile, hw.HardwareProfile) else hw.load(profile)
         if isinstance(n_micro, bool) or int(n_micro) != n_micro or n_micro < 1 or self.graph.batch % int(n_micro):
@@ -93,8 +97,9 @@ class SimPlacementEnv:
             raise ValueError(f"node_profile was measured on {node_profile.device_name!r}, but the profile "
                              f"{self.profile.name!r} has {sorted({d.name for d in self.profile.devices})}")
         self.node_profile = node_profile
+        self.mechanisms = mechanisms if mechanisms is not None else Mechanisms()
         self.engine = StepEngine(self.graph, self.profile, self.n_micro, node_profile, self.device_time_factors,
-                                 self.sync_phases)
+                                 self.sync_phases, self.mechanisms)
         self.memory = MemoryModel(self.graph, self.n_devices, self.n_micro, self.alloc_overhead)
         self.cap_bytes = tuple(cap_bytes(dev.usable_mem_bytes, mem_cap) for dev in self.profile.devices)
         self.source = book.simulated(self.profile.name)
@@ -139,7 +144,8 @@ class SimPlacementEnv:
         cap = "no cap" if self.mem_cap is None else f"memory cap {self.mem_cap:g}"
         noise = "noise off" if self.noise is None else "noise on"
         nodes = "" if self.node_profile is None else f", per-node times from a measured profile: {self.node_profile.source}"
-        return f"{self.source} ({self.graph.name}, n_micro={self.n_micro}, {cap}, {noise}{nodes})"
+        mech = "" if self.mechanisms.is_base else f", mechanisms: {describe_mechanisms(self.mechanisms)}"
+        return f"{self.source} ({self.graph.name}, n_micro={self.n_micro}, {cap}, {noise}{nodes}{mech})"
 
     def __repr__(self) -> str:
         return f"SimPlacementEnv({self.describe()})"
