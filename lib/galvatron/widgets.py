@@ -234,8 +234,8 @@ class YourBudgetYourPlan:
     static twin with :data:`LIVE_NOTE` under CI and in book builds (``live=False`` forces the twin)."""
 
     def __init__(self, model: str = "bert-huge-32", n_gpus: int = 8, budget_gb: float = 8.0, space: str = "full",
-                 live: bool = True):
-        self.settings = PlanSettings(model, n_gpus, float(budget_gb), space=space)
+                 rules: str = "", live: bool = True):
+        self.settings = PlanSettings(model, n_gpus, float(budget_gb), rules, space)
         self.live = live
         self.last: PlanAnswer | None = None
         self.figure = None

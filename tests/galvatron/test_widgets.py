@@ -53,6 +53,7 @@ def test_every_rule_set_offered_is_the_one_the_search_gets(widget):
         w["rules"].value = name
         direct = search(load_model("bert-huge-32"), published_cluster(8), 8.0, **_rules_kw(name))
         assert widget.last.result.plan == direct.plan and widget.last.settings.rules == name
+        assert GW.YourBudgetYourPlan(rules=name).settings.rules == name  # what a chapter passes
 
 
 def test_the_best_baseline_is_the_fastest_baseline_space():
