@@ -35,14 +35,14 @@ def _traces(r: OneRun, y_max_s: float, y_max_min: float) -> list:
     names = [label for label, _, _ in SHARE_BARS]
     return [
         go.Bar(x=["step"], y=[r.est.step_s], name="step time (s)", marker_color=PALETTE["neutral"],
-               xaxis="x", yaxis="y", text=[f"{r.est.step_s:.1f} s"], textposition="outside"),
+               xaxis="x", yaxis="y", text=[f"{r.est.step_s:.1f} s"], textposition="inside"),
         go.Bar(x=["Young–Daly"], y=[r.fail_no_backup["interval_min"]], name="Young–Daly interval (min)",
                marker_color=PALETTE["accent"], xaxis="x2", yaxis="y2",
-               text=[f"{r.fail_no_backup['interval_min']:.1f} min"], textposition="outside"),
+               text=[f"{r.fail_no_backup['interval_min']:.1f}"], textposition="inside"),
         go.Bar(x=names, y=[v[k] for _, k, _ in SHARE_BARS], name="no backups", marker_color=PALETTE["primary"],
-               xaxis="x3", yaxis="y3", text=[f"{v[k]:.1%}" for _, k, _ in SHARE_BARS], textposition="outside"),
+               xaxis="x3", yaxis="y3", text=[f"{v[k]:.0%}" for _, k, _ in SHARE_BARS], textposition="inside"),
         go.Bar(x=names, y=[v[k] for _, _, k in SHARE_BARS], name="backup replicas", marker_color=PALETTE["good"],
-               xaxis="x3", yaxis="y3", text=[f"{v[k]:.1%}" for _, _, k in SHARE_BARS], textposition="outside"),
+               xaxis="x3", yaxis="y3", text=[f"{v[k]:.0%}" for _, _, k in SHARE_BARS], textposition="inside"),
     ]
 
 
@@ -64,11 +64,11 @@ def slider_figure(runs: list[OneRun], active_gpus: int | None = None):
     y_s = 1.25 * max(r.est.step_s for r in runs)
     y_min = 1.25 * max(r.fail_no_backup["interval_min"] for r in runs)
     frames = [Frame(label=f"{r.job.n_gpus:,}", data=_traces(r, y_s, y_min), title=_title(r)) for r in runs]
-    grid = make_subplots(rows=1, cols=3, column_widths=[0.16, 0.16, 0.68], horizontal_spacing=0.09)
+    grid = make_subplots(rows=1, cols=3, column_widths=[0.16, 0.16, 0.68], horizontal_spacing=0.13)
     base = layout(grid, height=480).layout.to_plotly_json()
-    base.update(barmode="group", uniformtext=dict(minsize=9, mode="hide"))
+    base.update(barmode="group", uniformtext=dict(minsize=8, mode="show"))
     base["yaxis"] = dict(base.get("yaxis", {}), title="seconds per step", range=[0, y_s])
     base["yaxis2"] = dict(base.get("yaxis2", {}), title="minutes", range=[0, y_min])
-    base["yaxis3"] = dict(base.get("yaxis3", {}), title="share (estimated)", tickformat=".0%", range=[0, 1.12])
+    base["yaxis3"] = dict(base.get("yaxis3", {}), title="share", tickformat=".0%", range=[0, 1.12])
     active = sizes.index(active_gpus) if active_gpus is not None else len(runs) - 1
     return frames_figure(frames, "GPUs", active=active, base_layout=base)
