@@ -32,6 +32,7 @@ class EnvSpec:
     noise: bool = False
     env_seed: int = 0
     node_profile: str | None = None  # a gpu_check report whose measured node times replace the roofline (sim)
+    mechanisms: dict | None = None  # optional simulator terms (lib.placement.sim_mechanisms.Mechanisms fields)
 
     def __post_init__(self):
         # exact types: a spec read back from a log's header is not coerced (n_micro "2" or 2.5 is refused)
@@ -51,6 +52,14 @@ class EnvSpec:
             raise ValueError(f"noise must be true or false; got {self.noise!r}")
         if self.node_profile is not None and not isinstance(self.node_profile, str):
             raise ValueError(f"node_profile must be None or a path; got {self.node_profile!r}")
+        if self.mechanisms is not None:
+            from lib.placement.sim_mechanisms import Mechanisms
+
+            if not isinstance(self.mechanisms, dict):
+                raise ValueError(f"mechanisms must be None or a mapping of Mechanisms fields; got {self.mechanisms!r}")
+            m = Mechanisms.from_dict(self.mechanisms)
+            object.__setattr__(self, "mechanisms", None if m.is_base else
+                               {k: v for k, v in m.to_dict().items() if v != getattr(Mechanisms(), k)})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,8 +81,12 @@ def make_env(spec: EnvSpec):
 
             g = gpt_graph(preset(spec.preset))
             nodes = NodeProfile.from_report(spec.node_profile, g.name).scaled_to(g.batch // spec.n_micro)
+        from lib.placement.sim_mechanisms import Mechanisms
+
+        mech = Mechanisms.from_dict(spec.mechanisms) if spec.mechanisms else None
         return SimPlacementEnv(spec.preset, spec.profile, n_micro=spec.n_micro, mem_cap=spec.mem_cap,
-                               noise=NoiseModel() if spec.noise else None, seed=spec.env_seed, node_profile=nodes)
+                               noise=NoiseModel() if spec.noise else None, seed=spec.env_seed, node_profile=nodes,
+                               mechanisms=mech)
     import torch
 
     from lib.placement.torch_env import TorchPlacementEnv
@@ -92,6 +105,9 @@ def run_name(spec: EnvSpec, cfg, colocate: bool) -> str:
     name = f"{spec.preset}_{where}_m{spec.n_micro}_{'coloc' if colocate else 'nodes'}_{base}_lr{cfg.lr:g}_ent{cfg.entropy:g}"
     if spec.mem_cap is not None:
         name += f"_cap{spec.mem_cap:g}"
+    if spec.mechanisms:
+        name += "_mech-" + "-".join(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}"
+                                    for k, v in sorted(spec.mechanisms.items()))
     if spec.noise:
         name += f"_noise{spec.env_seed}"
     if cfg.stop_when_identical:

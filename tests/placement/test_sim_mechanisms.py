@@ -130,7 +130,7 @@ def test_calibration_table_refits_the_single_gpu_and_reports_every_figure():
     for c in t.columns:
         assert t.values[c]["single"] == pytest.approx(230.0, abs=0.05)  # the one fitted figure
         assert set(t.values[c]) >= {f.key for f in FIGURES}
-    assert [f for f in FIGURES if f.fitted] == [FIGURES[0]]
+    assert [f.key for f in FIGURES if f.fitted] == ["single", "c_human"]
     rows = t.rows()
     assert len(rows) == len(FIGURES) + 1 and all(len(r) == 3 + len(t.columns) for r in rows)
     assert t.values["base model"]["a_gain"] == pytest.approx(1.7, abs=0.2)
@@ -145,3 +145,18 @@ def test_the_profiles_power_hypothesis_refits():
     assert "hypothesis" in stored["status"] and stored["fitted_to"]
     g = fit_term(G, PROF, lambda x: Mechanisms(power_boost=x), "a_gain", 0.0, 0.5, n_random=5)
     assert g == pytest.approx(stored["value"], abs=0.003)
+
+
+def test_env_spec_carries_mechanisms_into_the_env_and_the_run_name():
+    from lib.placement.experiment import EnvSpec, make_env, run_name
+    from lib.placement.reinforce import TrainConfig
+
+    spec = EnvSpec(mechanisms={"power_boost": 0.12})
+    env = make_env(spec)
+    assert env.mechanisms == Mechanisms(power_boost=0.12) and "power_boost=0.12" in env.describe()
+    assert "_mech-power_boost0.12" in run_name(spec, TrainConfig(), True)
+    assert EnvSpec.from_dict(spec.to_dict()) == spec
+    assert EnvSpec(mechanisms={"power_boost": 0.0}).mechanisms is None  # all off is the base model
+    assert "_mech" not in run_name(EnvSpec(), TrainConfig(), True)
+    with pytest.raises(ValueError, match="unknown mechanism"):
+        EnvSpec(mechanisms={"turbo": 1})
