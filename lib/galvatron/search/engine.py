@@ -135,7 +135,10 @@ def _stage_plan(model, cluster, strats, B, pp, budget_mb, chunks, uniform, cache
             pure_dp = Strategy.from_shape(1, 1, cluster.n_gpus)
             div_other = other_memory_mb(model, pure_dp, B)
             div_mem = [min(layer_memory_mb(lt, s, B, rules) for s in division_strats) for lt in layers]
-            division = greedy_division_artifact(div_mem, div_other, pp)
+            try:
+                division = greedy_division_artifact(div_mem, div_other, pp)
+            except ValueError:  # the artifact would fail on an empty stage; keep one layer per stage instead
+                division = greedy_division(div_mem, div_other, pp)
         else:
             div_mem = [min(math.ceil(layer_memory_mb(lt, s, B, rules) - 1e-9) for s in division_strats)
                        for lt in layers]

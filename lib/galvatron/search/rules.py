@@ -30,7 +30,8 @@ The departures, field by field (``galvatron2`` value -> ``vldb2023`` value):
     the "other" memory under the first strategy of the pipeline degree and per-layer minimum memory rounded up
     to whole MB, and a greedy that keeps one layer for every earlier stage. ``"pure-dp"``: the "other" memory
     under pure DP over all GPUs, unrounded layer memory, and the artifact's greedy (which moves one layer into an
-    empty stage 0).
+    empty stage 0). Where that greedy leaves a later stage empty (Swin at pp = 8 and more), the artifact's DP
+    would fail; we fall back to the greedy that keeps one layer for every stage.
 ``mem_bins_max``: the DP table's memory bins. An int n: 1 MB bins up to n MB, coarser above so there are at
     most n (``galvatron2``: 16,384, so bins are 2 MB at 20 GB). ``None``: always 1 MB, as in the artifact.
 ``leftover_dp``: a pipelined DP shape without TP (2-1-4, 4-1-2) whose all-reduce outlasts the backward it

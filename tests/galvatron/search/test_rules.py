@@ -144,3 +144,15 @@ def test_pure_python_dp_equals_dp_solve_on_random_instances():
         if ref.feasible:
             assert b.cost_s == pytest.approx(ref.cost_s, abs=1e-12) == a.cost_s
             assert b.mem_mb <= budget
+
+
+def test_artifact_greedy_division_and_its_fallback():
+    from lib.galvatron.search.engine import greedy_division_artifact
+
+    assert greedy_division_artifact([10.0] * 8, 0.0, 2) == (4, 4)
+    assert greedy_division_artifact([1.0] * 4 + [100.0] * 4, 500.0, 2) == (1, 7)  # stage 0 borrows one
+    with pytest.raises(ValueError, match="empty stage"):
+        greedy_division_artifact([300.0, 1.0, 1.0, 1.0], 0.0, 4)
+    swin = load_model("swin-huge-32")
+    res = search(swin, published_cluster(64), 16, rules=VLDB2023, pp_degrees=[8], batch_sizes=[64])
+    assert res.feasible and min(res.plan.stage_sizes()) >= 1
