@@ -262,7 +262,7 @@ class YourBudgetYourPlan:
 
         w["out"].clear_output(wait=True)
         with w["out"]:
-            display(PlotlyHTML(to_html(self.figure, "your-budget-your-plan-live")))
+            display(PlotlyHTML(to_html(self.figure, "galv-plan-live")))
 
     def _widgets(self) -> dict:
         if self._built is None:
@@ -312,5 +312,5 @@ class YourBudgetYourPlan:
         if live_allowed(self.live):
             display(self.widget())
             return
-        show(self.static_twin(), "your-budget-your-plan")
+        show(self.static_twin(), "galv-plan-twin")  # not the section's anchor id
         display(HTML(f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"))

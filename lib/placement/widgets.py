@@ -403,7 +403,7 @@ class PlaceItYourself:
 
         w["out"].clear_output(wait=True)
         with w["out"]:
-            display(PlotlyHTML(to_html(self.figure, "place-it-yourself-live")))
+            display(PlotlyHTML(to_html(self.figure, "placement-live")))
 
     def set_placement(self, placement: Sequence[int]) -> None:
         """Put ``placement`` (one device per node) on the controls, in groups when it keeps every group on one
@@ -517,7 +517,7 @@ class PlaceItYourself:
         if live_allowed(self.live):
             display(self.widget())
             return
-        show(self.static_twin(), "place-it-yourself")
+        show(self.static_twin(), "placement-twin")  # not the section's anchor id
         display(HTML(f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"))
 
 

@@ -115,7 +115,7 @@ def test_show_gives_the_twin_and_the_note_in_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
     w = GW.YourBudgetYourPlan()
     w.show()
-    assert w._built is None and "your-budget-your-plan" in shown[0].html and "Colab or Binder" in shown[1].data
+    assert w._built is None and "galv-plan-twin" in shown[0].html and "Colab or Binder" in shown[1].data
     shown.clear()
     monkeypatch.delenv("CI")
     w.show()

@@ -155,7 +155,7 @@ def test_show_gives_the_twin_and_the_note_in_ci_and_the_widget_otherwise(monkeyp
     w = PW.PlaceItYourself()
     w.show()
     assert w._built is None  # the live widget was never created
-    assert "plotly" in shown[0].html and "place-it-yourself" in shown[0].html
+    assert "plotly" in shown[0].html and "placement-twin" in shown[0].html
     assert "Colab or Binder" in shown[1].data
     shown.clear()
     monkeypatch.setenv("CI", "false")
