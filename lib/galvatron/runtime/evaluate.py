@@ -48,7 +48,8 @@ def run_local(plans: list, cfg: ModelConfig, world_size: int, steps: int = 5, wa
     rps = [p if isinstance(p, RunPlan) else from_search_plan(p) for p in plans]
     job = {"kind": "train", "plans": [p.to_dict() for p in rps], "model": cfg.to_dict(), "steps": steps,
            "warmup": warmup, "device": device, "backend": backend, "seed": seed,
-           "probe": probe_batch > 0, "probe_batch": probe_batch, "sdp_impl": sdp_impl}
+           "probe": probe_batch > 0, "probe_batch": probe_batch, "sdp_impl": sdp_impl,
+           "memory": False}  # no counted step: memory is measured apart (``memory_report.measure_memory``)
     ranks = spawn_local(job, world_size, timeout_s)
     if probes is not None:
         probes += [v for r in ranks for v in r.get("probe_ms", [])]

@@ -76,7 +76,8 @@ def _free_previous_plan(cuda: bool) -> int:
 
 def train_job(job: dict, rank: int, world_size: int) -> dict:
     """For each plan (``job["plans"]`` or ``job["plan"]``): time ``steps`` iterations after ``warmup``.
-    Per plan: this rank's iteration seconds, median, losses and peak memory (RSS on CPU, allocator on CUDA)."""
+    Per plan: this rank's iteration seconds, median, losses and peak memory (RSS on CPU, allocator on CUDA),
+    and (unless ``job["memory"]`` is false) the peak of one more step by category (``memory.measure_step``)."""
     from .pipeline import timed_steps
 
     plans = job.get("plans") or [job["plan"]]
@@ -90,7 +91,12 @@ def train_job(job: dict, rank: int, world_size: int) -> dict:
         # The first plan of a fresh process also pays one-off costs (allocator, first use of each group).
         extra = 3 if not out else 0
         res = timed_steps(r, int(job.get("warmup", 2)) + extra, int(job.get("steps", 5)))
-        out.append({"plan": r.plan.label(), "stage": r.stage, "sdp_impl": r.sdp_impl, "iter_s": res["iter_s"],
+        mem = None
+        if job.get("memory", True):  # one more step, counted tensor by tensor (``memory``), not timed
+            from .memory import measure_step
+
+            mem = measure_step(r, len(res["losses"])).to_dict()
+        out.append({"memory": mem, "plan": r.plan.label(), "stage": r.stage, "sdp_impl": r.sdp_impl, "iter_s": res["iter_s"],
                     "median_iter_s": statistics.median(res["iter_s"]), "best_iter_s": min(res["iter_s"]),
                     "losses": res["losses"],
                     "base_rss_bytes": base, **_peak_mem(r.dev.type, base_cuda)})

@@ -12,10 +12,13 @@ import time
 import torch
 import torch.distributed as dist
 
+from .memory import region
+
 
 def gpipe_step(runner, step: int, reduce_loss: bool = True) -> float | None:
     """One training iteration of ``runner`` (a ``StageRunner``). On the last stage returns the global loss
-    (``reduce_loss``) or this rank's share of it; ``None`` on other stages."""
+    (``reduce_loss``) or this rank's share of it; ``None`` on other stages. Receive buffers are labelled
+    communication for ``memory.StepMemory``."""
     g = runner.grid
     prev = g.global_rank(runner.stage - 1, runner.j) if not runner.first else None
     nxt = g.global_rank(runner.stage + 1, runner.j) if not runner.last else None
@@ -24,7 +27,8 @@ def gpipe_step(runner, step: int, reduce_loss: bool = True) -> float | None:
     for m in range(runner.plan.chunks):
         x_in = None
         if prev is not None:
-            x_in = torch.empty(runner.boundary_shape, device=runner.dev)
+            with region("comm"):
+                x_in = torch.empty(runner.boundary_shape, device=runner.dev)
             dist.recv(x_in, src=prev)
             x_in.requires_grad_()
         y = runner.forward_micro(m, x_in, batch)
@@ -40,7 +44,8 @@ def gpipe_step(runner, step: int, reduce_loss: bool = True) -> float | None:
             y.backward()
             loss += float(y.detach())
         else:
-            gy = torch.empty_like(y)
+            with region("comm"):
+                gy = torch.empty_like(y)
             dist.recv(gy, src=nxt)
             y.backward(gy)
         if prev is not None:

@@ -4,7 +4,8 @@
   one third of forward+backward with autograd on, since the cost model charges backward = 2 x forward and
   a CPU backward is not), parameter MB,
   and activation MB per sample for each TP degree (bytes autograd saves for backward, counted exactly with
-  saved-tensor hooks on the TP shard);
+  saved-tensor hooks on the TP shard, the weights left out: they are model states);
+* outside the layers: the activation MB per sample that embedding, head and loss save, counted the same way;
 * per group: all-reduce ms per MB of ring volume (2(n-1)/n x message) for every (pp, size, consecutive) group;
 * point-to-point ms per MB between pipeline neighbours;
 * the overlap slowdown: backward compute and a gradient all-reduce, each timed alone and then together.
@@ -52,9 +53,12 @@ def _best_time_s(fn, reps: int, stat: str = "median") -> float:
     return min(ts) if stat == "min" else statistics.median(ts)
 
 
-def saved_bytes(fn) -> int:
-    """Bytes of the tensors autograd saves while running ``fn`` (distinct storages counted once)."""
-    seen, total = set(), [0]
+def saved_bytes(fn, exclude=()) -> int:
+    """Bytes of the tensors autograd saves while running ``fn`` (distinct storages counted once), leaving out
+    the storages of ``exclude`` (the weights: ``F.linear`` saves its weight for backward, but a weight is a
+    model state, not an activation, and does not grow with the batch)."""
+    seen = {(t.untyped_storage().data_ptr(), t.dtype) for t in exclude}
+    total = [0]
 
     def pack(t):
         key = (t.untyped_storage().data_ptr(), t.dtype)
@@ -81,16 +85,59 @@ def measure_layer(cfg: ModelConfig, batch: int, tp_degrees=(1, 2, 4, 8), reps: i
         fwd_only_s = _best_time_s(lambda: block_forward(x, p1, cfg.n_head), reps)
     # The cost model charges backward = 2 x forward, so it needs fwd+bwd / 3 to get fwd+bwd right.
     train_s = _best_time_s(lambda: block_forward(xg, p1, cfg.n_head).sum().backward(), 3 * reps)
+    act = activation_mb_per_sample(cfg, batch, tp_degrees, seed, device)
+    return {"fwd_ms_per_sample": train_s / 3 * 1e3 / batch, "fwd_only_ms_per_sample": fwd_only_s * 1e3 / batch,
+            "fwd_bwd_ms_per_sample": train_s * 1e3 / batch, "param_mb": cfg.block_param_count() * 4 / 2 ** 20,
+            "act_mb_per_sample": act, "batch": batch}
+
+
+def other_act_mb_per_sample(cfg: ModelConfig, batch: int = 2, seed: int = 0) -> float:
+    """MB per sample that embedding, final norm, head and loss save for backward (weights left out)."""
+    full = init_params(cfg, seed)
+    e = {k: v.clone().requires_grad_() for k, v in full["embed"].items()}
+    h = {k: v.clone().requires_grad_() for k, v in full["head"].items()}
+    idx = torch.randint(0, cfg.vocab, (batch, cfg.seq_len), generator=torch.Generator().manual_seed(seed))
+    n = saved_bytes(lambda: head_loss_sum(embed_forward(idx, e), idx, h), [*e.values(), *h.values()])
+    return n / batch / 2 ** 20
+
+
+def activation_mb_per_sample(cfg: ModelConfig, batch: int = 2, tp_degrees=(1, 2, 4, 8), seed: int = 0,
+                             device: str = "cpu") -> dict:
+    """TP degree -> MB per sample one block's TP shard saves for backward (its weights left out), for every
+    degree that divides the head count."""
+    full = {k: v.to(device) for k, v in init_params(cfg, seed)["blocks"][0].items()}
+    x = torch.randn(batch, cfg.seq_len, cfg.d_model, generator=torch.Generator().manual_seed(seed)).to(device)
     act = {}
     for tp in tp_degrees:
         if cfg.n_head % tp:
             continue
         sh = {k: v.clone().requires_grad_() for k, v in tp_shard(full, 0, tp).items()}
         xr = x.clone().requires_grad_()
-        act[tp] = saved_bytes(lambda: block_forward(xr, sh, cfg.n_head // tp)) / batch / 2 ** 20
-    return {"fwd_ms_per_sample": train_s / 3 * 1e3 / batch, "fwd_only_ms_per_sample": fwd_only_s * 1e3 / batch,
-            "fwd_bwd_ms_per_sample": train_s * 1e3 / batch, "param_mb": cfg.block_param_count() * 4 / 2 ** 20,
-            "act_mb_per_sample": act, "batch": batch}
+        act[tp] = saved_bytes(lambda: block_forward(xr, sh, cfg.n_head // tp), sh.values()) / batch / 2 ** 20
+    return act
+
+
+def memory_profile(cfg: ModelConfig, name: str = "measured", source: str = "") -> "ModelProfile":
+    """A ``ModelProfile`` of ``cfg`` with the memory terms measured (saved-tensor counts on this process) and
+    no time: what the cost model's memory estimate needs, in a second, without spawning ranks."""
+    lay = {"param_mb": cfg.block_param_count() * 4 / 2 ** 20, "fwd_ms_per_sample": 0.0,
+           "act_mb_per_sample": activation_mb_per_sample(cfg)}
+    return _model_profile(cfg, lay, name, source or f"memory terms measured on this process, model "
+                                                    f"{cfg.to_dict()}")
+
+
+def _model_profile(cfg: ModelConfig, lay: dict, name: str, src: str):
+    from ..search.profiles import LayerProfile, ModelProfile
+
+    acts = {int(k): float(v) for k, v in lay["act_mb_per_sample"].items()}  # JSON made the keys strings
+    layer = LayerProfile(name="block", param_mb=lay["param_mb"], act_mb_per_sample=acts,
+                         fwd_ms_per_sample=lay["fwd_ms_per_sample"], seq_len=cfg.seq_len, hidden=cfg.d_model,
+                         boundary_mb_per_sample=cfg.seq_len * cfg.d_model * 4 / 2 ** 20)
+    other_mb = cfg.other_param_count() * 4 / 2 ** 20
+    return ModelProfile(name=f"{name}-gpt-d{cfg.d_model}-l{cfg.n_layer}", layer_types=(layer,),
+                        layer_counts=(cfg.n_layer,), other_model_states_mb=4 * other_mb,
+                        other_act_mb_per_sample=other_act_mb_per_sample(cfg),
+                        context_mb=0.0, extra_overhead_ms=0.0, source=src)
 
 
 def measure_other_ms(cfg: ModelConfig, batch: int, reps: int = 10, seed: int = 0, device: str = "cpu") -> float:
@@ -256,7 +303,7 @@ def profile_machine(cfg: ModelConfig, world_size: int, global_bsz: int, name: st
                     device_label: str | None = None, reps: int = 10, timeout_s: float = 120.0,
                     device: str = "cpu", backend: str = "gloo") -> tuple:
     """Measure everything; returns (``ModelProfile``, ``ClusterProfile``, raw measurements dict)."""
-    from ..search.profiles import ClusterProfile, LayerProfile, ModelProfile
+    from ..search.profiles import ClusterProfile
 
     param_mb = cfg.block_param_count() * 4 / 2 ** 20
     job = {"model": cfg.to_dict(), "msg_mb": param_mb,
@@ -267,15 +314,7 @@ def profile_machine(cfg: ModelConfig, world_size: int, global_bsz: int, name: st
     lay = comm["layer"]
     device_label = device_label or f"{device}/{backend}"
     src = f"measured by lib.galvatron.runtime.profiler on {device_label}, {world_size} ranks, model {cfg.to_dict()}"
-    acts = {int(k): float(v) for k, v in lay["act_mb_per_sample"].items()}  # JSON made the keys strings
-    layer = LayerProfile(name="block", param_mb=lay["param_mb"], act_mb_per_sample=acts,
-                         fwd_ms_per_sample=lay["fwd_ms_per_sample"], seq_len=cfg.seq_len, hidden=cfg.d_model,
-                         boundary_mb_per_sample=cfg.seq_len * cfg.d_model * 4 / 2 ** 20)
-    other_mb = cfg.other_param_count() * 4 / 2 ** 20
-    model = ModelProfile(name=f"{name}-gpt-d{cfg.d_model}-l{cfg.n_layer}", layer_types=(layer,),
-                         layer_counts=(cfg.n_layer,), other_model_states_mb=4 * other_mb,
-                         other_act_mb_per_sample=cfg.seq_len * (2 * cfg.d_model + 2 * cfg.vocab) * 4 / 2 ** 20,
-                         context_mb=0.0, extra_overhead_ms=0.0, source=src)
+    model = _model_profile(cfg, lay, name, src)
     cluster = ClusterProfile(name=f"{name}-{world_size}", n_gpus=world_size, gpus_per_node=world_size,
                              allreduce_ms_per_mb=comm["allreduce_ms_per_mb"], p2p_ms_per_mb=comm["p2p_ms_per_mb"],
                              overlap_coe=comm["overlap_coe"], time_inflation=1.0, source=src)

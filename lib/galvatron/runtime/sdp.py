@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.utils.checkpoint
 
+from .memory import mark_gathered, region
+
 SDP_IMPLS = ("auto", "fsdp2", "manual")
 _PROBED: dict = {}
 
@@ -67,13 +69,17 @@ class GatherShard(torch.autograd.Function):
     def forward(ctx, piece, group, n, index):
         ctx.group, ctx.n, ctx.index = group, n, index
         piece = piece.detach().contiguous()
-        out = [torch.empty_like(piece) for _ in range(n)]
+        with region("comm"):
+            out = [torch.empty_like(piece) for _ in range(n)]
         dist.all_gather(out, piece, group=group)
-        return torch.cat(out)
+        full = torch.cat(out)
+        mark_gathered([full])
+        return full
 
     @staticmethod
     def backward(ctx, g):
-        g = g.contiguous().clone()
+        with region("comm"):
+            g = g.contiguous().clone()
         dist.all_reduce(g, group=ctx.group)
         k = g.numel() // ctx.n
         return g[ctx.index * k:(ctx.index + 1) * k].clone(), None, None, None
@@ -125,7 +131,9 @@ class _Weights(torch.nn.Module):
             self.register_parameter(k, torch.nn.Parameter(shard[k].clone().contiguous()))
 
     def _run(self, x):  # inside FSDP2's forward (or its backward re-gather) the attributes are the full weights
-        return self.fn(x, {k: getattr(self, k) for k in self.names})
+        w = {k: getattr(self, k) for k in self.names}
+        mark_gathered(w.values())
+        return self.fn(x, w)
 
     def forward(self, x):
         if self.ckpt:

@@ -21,6 +21,7 @@ import torch.utils.checkpoint
 from .grid import GroupPool, Layout, RankGrid, atoms_layout
 from .model import (BLOCK_PARAMS, ModelConfig, block_forward, embed_forward, head_loss_sum, init_params,
                        make_batch, tp_shard)
+from .memory import region
 from .plan import RunPlan
 from .sdp import make_shard, resolve_sdp_impl
 from .tp import transition
@@ -89,7 +90,8 @@ class GradSync:
 
     def _launch(self, b, async_op):
         ps, g = self.buckets[b]
-        flat = torch.cat([p.grad.reshape(-1) for p in ps])
+        with region("comm"):  # the bucket: a second copy of these gradients until ``finish``
+            flat = torch.cat([p.grad.reshape(-1) for p in ps])
         work = dist.all_reduce(flat, group=g, async_op=async_op)
         self.pending.append((work, flat, ps))
 

@@ -11,19 +11,22 @@ import torch
 import torch.distributed as dist
 
 from .grid import Layout
+from .memory import region
 
 
 def _all_reduce(x: torch.Tensor, group) -> torch.Tensor:
     if group is None:
         return x
-    x = x.contiguous().clone()
+    with region("comm"):
+        x = x.contiguous().clone()
     dist.all_reduce(x, group=group)
     return x
 
 
 def _all_gather(x: torch.Tensor, group, n: int) -> list[torch.Tensor]:
     x = x.contiguous()
-    out = [torch.empty_like(x) for _ in range(n)]
+    with region("comm"):
+        out = [torch.empty_like(x) for _ in range(n)]
     dist.all_gather(out, x, group=group)
     return out
 
@@ -73,6 +76,11 @@ def plan_transition(src: Layout, dst: Layout, S: int):
 def _gather_slice(x, j, src: Layout, dst: Layout, members, group, atom: int):
     """Rows of ``dst.atoms(j)`` assembled from the ``src`` pieces held by ``members`` (``atom`` rows each)."""
     pieces = [x] if len(members) == 1 else _all_gather(x, group, len(members))
+    with region("comm"):
+        return _assemble(pieces, j, src, dst, members, atom)
+
+
+def _assemble(pieces, j, src: Layout, dst: Layout, members, atom: int):
     out = []
     for a in dst.atoms(j):
         for k, p in zip(members, pieces):
