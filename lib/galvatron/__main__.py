@@ -7,7 +7,10 @@
 
 The plan is either a Galvatron plan JSON (``pp_deg``, ``tp_sizes_enc``, ... as written by ``search/engine.py``) or a
 runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank's iteration time and peak memory
-and, with ``--out``, writes it to a file.
+(by category: ``runtime/memory.py``, checked before it is written) and, with ``--out``, writes it to a file.
+
+``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
+--budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
 
 Errors (``lib.cli_errors``): a user's mistake (a flag out of range, a bad plan file, ranks started with
 different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; a rank that refuses
@@ -42,6 +45,18 @@ def _parser() -> OneLineParser:
     run = sub.add_parser("run", help="run a plan on this rank (start it with torchrun, or launch)")
     sub.add_parser("launch", help="torchrun's options, then run ...: torchrun without its failure report "
                                   "(exit code: the failed rank's)", add_help=False)
+    pl = sub.add_parser("plan", help="describe a plan (a file, or a search's): the command that runs it, "
+                                     "Megatron-LM's equivalent")
+    pl.add_argument("--plan", default=None, help="plan JSON file (or --search)")
+    pl.add_argument("--search", default=None, metavar="MODEL",
+                    help="search a plan for a published model profile (bert-huge-32, ...) instead")
+    pl.add_argument("--gpus", type=int, default=8, help="--search: GPUs of the published cluster (8 or 16)")
+    pl.add_argument("--budget-gb", type=float, default=16.0, help="--search: memory budget per GPU, GB")
+    pl.add_argument("--out", default=None, help="--search: write the plan JSON here (the command runs it)")
+    pl.add_argument("--print-torchrun", action="store_true", help="print the torchrun command that runs it")
+    pl.add_argument("--megatron", action="store_true", help="print Megatron-LM's flags for it")
+    pl.add_argument("--nnodes", type=int, default=1, help="--print-torchrun: nodes (default 1)")
+    pl.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="--print-torchrun: cpu or cuda")
     run.add_argument("--plan", required=True, help="plan JSON file")
     for k, v in (("vocab", 64), ("seq-len", 16), ("d-model", 32), ("n-head", 4), ("n-layer", None)):
         run.add_argument(f"--{k}", type=int, default=v)
@@ -123,6 +138,8 @@ def _main(argv) -> int:
         from .runtime.quiet_launch import launch
 
         return launch(argv[1:])
+    if argv[:1] == ["plan"]:
+        return _plan_cmd(_parser().parse_args(argv))
     try:
         args = _parser().parse_args(argv)
         check_args(args)
@@ -141,6 +158,49 @@ def _main(argv) -> int:
     finally:  # a caller in the same process (a test, a notebook) gets its environment back
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _plan_cmd(args) -> int:
+    """``plan``: a plan file (or a searched plan, written to ``--out``) as one summary line, then with
+    ``--print-torchrun`` the command that runs it and with ``--megatron`` Megatron-LM's flags for it."""
+    from lib.cli_errors import check_float, check_int
+
+    from .search.plan import Plan
+
+    if (args.plan is None) == (args.search is None):
+        raise ValueError("plan: give exactly one of --plan FILE or --search MODEL")
+    if args.search is not None:
+        from .search.engine import search
+        from .search.profiles import load_model, model_names, published_cluster
+
+        if args.search not in model_names():
+            raise ValueError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
+        check_int("--gpus", args.gpus, 1, 65536)
+        check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
+        res = search(load_model(args.search), published_cluster(args.gpus), args.budget_gb)
+        if not res.feasible:
+            raise ValueError(f"--budget-gb {args.budget_gb:g}: no plan of {args.search} fits on "
+                             f"{args.gpus} GPUs; allowed: a larger budget")
+        plan, path = res.plan, args.out or "plan.json"
+        if args.out:
+            from lib import atomic
+
+            atomic.write_text(args.out, plan.to_json() + "\n")
+    else:
+        with open(args.plan) as f:
+            text = f.read()
+        plan, path = Plan.from_json(text), args.plan
+    print(plan.summary())
+    if args.print_torchrun:
+        print(plan.to_torchrun(path, nnodes=args.nnodes, device=args.device))
+    if args.megatron:
+        from .runtime.megatron import megatron_settings
+
+        m = megatron_settings(plan)
+        print("megatron-lm:", " ".join(m.flags))
+        for line in m.none:
+            print("  no equivalent:", line)
+    return 0
 
 
 def _is_peer_failure(e: BaseException) -> bool:
@@ -193,7 +253,9 @@ def _run(args, plan_dict: dict) -> int:
         ok, verdict = judge_checks(results, CHECK_TOL if args.tol is None else args.tol)
         code = 0 if ok else 1
     if rank == 0:
-        summary = {"plan": plan.label(), "world_size": world, "ranks": results}
+        from .runtime.memory_report import validate_summary
+
+        summary = validate_summary({"plan": plan.label(), "world_size": world, "ranks": results})
         line = json.dumps(summary)
         print(line, flush=True)
         if args.check:

@@ -179,6 +179,31 @@ class Plan:
                    chunks=int(chunks), world_size=s0.n_gpus, pp_division=tuple(pp_division),
                    checkpoint=tuple(int(s.ckpt) for s in strategies), model=model, **est)
 
+    def to_torchrun(self, plan_path: str = "plan.json", nnodes: int = 1, device: str = "cpu",
+                    master_addr: str = "HOST", master_port: int = 29500, run_args: tuple = ()) -> str:
+        """The shell command that runs this plan with the book's runtime (``python -m lib.galvatron run``)
+        once it is saved to ``plan_path`` (``to_json``): ``world_size / nnodes`` ranks per node; with
+        ``nnodes`` > 1, the node's rank is left as ``$NODE_RANK`` for each node to set. ``run_args``: more
+        flags of ``run`` (``("--steps", "10")``). The runtime reads the model's layer count from the plan."""
+        import shlex
+
+        nnodes = check_int("to_torchrun: nnodes", nnodes, 1, self.world_size, "nodes, at most the GPUs")
+        if self.world_size % nnodes:
+            raise ValueError(f"to_torchrun: nnodes {nnodes} does not divide world_size {self.world_size}")
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"to_torchrun: device {device!r} is not allowed; use 'cpu' or 'cuda'")
+        cmd = ["torchrun"]
+        if nnodes > 1:
+            cmd += ["--nnodes", str(nnodes), "--node-rank", "$NODE_RANK"]
+        cmd += ["--nproc-per-node", str(self.world_size // nnodes)]
+        if nnodes > 1:
+            cmd += ["--master-addr", master_addr, "--master-port", str(master_port)]
+        cmd += ["-m", "lib.galvatron", "run", "--plan", plan_path]
+        if device == "cuda":
+            cmd += ["--device", "cuda"]
+        cmd += [str(a) for a in run_args]
+        return " ".join(a if a == "$NODE_RANK" else shlex.quote(a) for a in cmd)
+
     def summary(self) -> str:
         names = [s.code for s in self.strategies()]
         runs, prev, n = [], None, 0
