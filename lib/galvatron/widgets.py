@@ -189,7 +189,8 @@ def _title(a: PlanAnswer) -> str:
         return f"{where}: no plan fits" + (f" (needs {need:.2f} GB)" if need and need < 1e9 else "")
     g = a.gain
     vs = "no baseline fits" if a.best_baseline is None else (
-        f"best baseline {a.best_baseline} {a.best_baseline_throughput:.1f}" + ("" if g is None else f" ({g:+.0%})"))
+        f"best baseline {a.best_baseline} {a.best_baseline_throughput:.1f} samples/s"
+        + ("" if g is None else f" (this plan {g:+.0%})"))
     return (f"{where}: {a.result.throughput:.1f} samples/s, peak "
             f"{a.result.plan.est_mem_mb_per_device / 1024:.1f} GB; {vs}")
 
@@ -207,20 +208,22 @@ def static_figure(model: str = "bert-huge-32", gpus: Sequence[int] = TWIN_GPUS,
     if tuple(map(float, active)) not in [(float(n), gb) for n, gb in grid]:
         raise ValueError(f"active must be one of the grid's (GPUs, GB) pairs {grid}; got {active!r}")
     n_layers = _model(model).n_layers
-    frames, x_max, y_max = [], 1.0, 1.0
+    frames, ranges = [], []
     for n, gb in grid:
         a = plan_answer(PlanSettings(model, n, gb, rules))
         data = list(answer_figure(a).data) if a.result.feasible else []
-        for t in data:
-            x_max, y_max = max(x_max, max(t.x)), max(y_max, max(t.y))
+        ranges.append((max((max(t.x) for t in data), default=1.0), max((max(t.y) for t in data), default=1.0)))
         data += [go.Scatter(x=[], y=[], showlegend=False, hoverinfo="skip")] * (n_layers - len(data))
         frames.append(Frame(label=f"{n} GPUs, {gb:g} GB", data=data, title=_title(a)))
-    base = layout(go.Figure(), height=460).layout.to_plotly_json()
+    k = grid.index((active[0], float(active[1])))
+    base = layout(go.Figure(), height=480).layout.to_plotly_json()
     base.update(xaxis=dict(title="activation memory per GPU (MB, cumulative over layers)",
-                           range=[0, 1.04 * x_max]),
-                yaxis=dict(title="model-state memory per GPU (MB)", range=[0, 1.08 * y_max]))
-    return frames_figure(frames, "GPUs and budget", active=grid.index((active[0], float(active[1]))),
-                         base_layout=base)
+                           range=[0, 1.04 * ranges[k][0]]),
+                yaxis=dict(title="model-state memory per GPU (MB)", range=[0, 1.08 * ranges[k][1]]))
+    fig = frames_figure(frames, "GPUs and budget", active=k, base_layout=base)
+    for f, (x, y) in zip(fig.frames, ranges):  # each plan fills the plot: its axes move with the slider
+        f.layout.update(xaxis=dict(range=[0, 1.04 * x]), yaxis=dict(range=[0, 1.08 * y]))
+    return fig
 
 
 # ----------------------------------------------------------------------------------------------- the widget

@@ -252,7 +252,7 @@ def _traces(a: Answer, n_devices: int) -> list[dict]:
                     "marker.color": colour})
     out.append({"x": [f"GPU {d}" for d in range(n_devices)], "y": [round(b / 2**30, 4) for b in a.peak_bytes],
                 "base": None, "hovertext": None,
-                "marker.color": [PALETTE["bad"] if b > c else PALETTE["primary"]
+                "marker.color": [PALETTE["bad"] if b > c else PALETTE["neutral"]
                                  for b, c in zip(a.peak_bytes, a.cap_bytes)]})
     return out
 
@@ -274,12 +274,18 @@ def answer_figure(a: Answer, settings: Settings, title: str, height: int = 520):
     for (kind, _), t in zip(_KINDS, tr):
         fig.add_trace(go.Bar(orientation="h", name=kind, marker_color=t["marker.color"], hoverinfo="text",
                              x=t["x"], y=t["y"], base=t["base"], hovertext=t["hovertext"]), 1, 1)
-    fig.add_trace(go.Bar(name="peak memory", x=tr[-1]["x"], y=tr[-1]["y"], marker_color=tr[-1]["marker.color"],
+    fig.add_trace(go.Bar(name="peak memory (red: over the cap)", x=tr[-1]["x"], y=tr[-1]["y"], marker_color=tr[-1]["marker.color"],
                          hovertemplate="%{x}: %{y:.2f} GiB<extra></extra>"), 2, 1)
-    caps = [c / 2**30 for c in a.cap_bytes]
-    fig.add_trace(go.Scatter(x=[f"GPU {d}" for d in range(n_dev)], y=caps, mode="markers", name="memory cap",
+    gpus = [f"GPU {d}" for d in range(n_dev)]
+    cap_name = f"C's cap ({C_CAP:.0%})" if settings.mem_cap else "usable memory"
+    fig.add_trace(go.Scatter(x=gpus, y=[c / 2**30 for c in a.cap_bytes], mode="markers", name=cap_name,
                              marker=dict(symbol="line-ew", size=34, line=dict(width=3, color=PALETTE["bad"]))),
                   2, 1)
+    if not settings.mem_cap and settings.mode == "sim":  # where experiment C would cut
+        c_caps = sim_env(replace(settings, mem_cap=True)).cap_bytes
+        fig.add_trace(go.Scatter(x=gpus, y=[c / 2**30 for c in c_caps], mode="markers",
+                                 name=f"C's cap ({C_CAP:.0%})", marker=dict(symbol="line-ew", size=34, line=dict(
+                                     width=2, color=PALETTE["accent"], dash="dot"))), 2, 1)
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title_text="milliseconds into the step (simulated timeline)", row=1, col=1)
     fig.update_yaxes(categoryorder="array", categoryarray=_lanes(n_dev, a.events)[::-1], row=1, col=1)
