@@ -240,3 +240,22 @@ def test_papermill_reads_every_parameter_of_every_chapter():
         names = [t.id for n in ast.parse("".join(cell["source"])).body if isinstance(n, ast.Assign)
                  for t in n.targets]
         assert list(params.declared(chapter)) == names, chapter
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_run_executes_as_a_static_notebook(tmp_path, monkeypatch):
+    """Widgets decide on ``lib.book.in_ci()``: a rerun's notebooks (which ``book-from`` may publish) must hold
+    their static twins, not live widget state, so the kernel runs with CI=true; the caller's env is restored."""
+    (tmp_path / "book" / "x").mkdir(parents=True)
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [{"cell_type": "code", "id": "b", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "import os\nprint('CI is', os.environ.get('CI'))"}]}
+    (tmp_path / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
+    monkeypatch.setattr(execute, "ROOT", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    r = execute.run_chapter("book/x/ch", {}, str(tmp_path / "run"), progress=False)
+    assert r.status == "ok", r
+    out = json.loads((tmp_path / "run" / "book" / "x" / "ch.ipynb").read_text())
+    assert "CI is true" in "".join(out["cells"][0]["outputs"][0]["text"])
+    assert "CI" not in os.environ

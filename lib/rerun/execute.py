@@ -150,6 +150,8 @@ def run_chapter(chapter: str, parameters: dict, run_dir: str, kernel: str = "pyt
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     t0, error = time.perf_counter(), None
+    saved_ci = os.environ.get("CI")
+    os.environ["CI"] = "true"  # a batch run is a static notebook: widgets show their static twins (lib.book.in_ci)
     try:
         papermill.execute_notebook(src, out, parameters=parameters, kernel_name=kernel, cwd=os.path.dirname(src),
                                    progress_bar=progress, log_output=True, request_save_on_cell_execute=True)
@@ -158,6 +160,10 @@ def run_chapter(chapter: str, parameters: dict, run_dir: str, kernel: str = "pyt
         error = f"{type(exc).__name__}: {lines[-1] if lines else exc!r}"[:500]
         logger.error("chapter failed: %s", error)
     finally:
+        if saved_ci is None:
+            os.environ.pop("CI", None)
+        else:
+            os.environ["CI"] = saved_ci
         logger.removeHandler(handler)
         logger.setLevel(old_level)
         handler.close()
