@@ -175,26 +175,6 @@ def live_view(n_gpus: int, interval_min: float, backup_pct: float, days: float, 
     return comparison, fig
 
 
-def live_explorer(n_gpus: int, interval_min: float, backup_pct: float, days: float, seed: int,
-                  step: StepModel = StepModel(), failure: FailureModel = FailureModel()):
-    """ipywidgets sliders over GPUs, interval and backups that redraw :func:`live_view` (a running kernel
-    only: the static book has the precomputed frames instead)."""
-    from IPython.display import display
-    from ipywidgets import FloatLogSlider, FloatSlider, SelectionSlider, interact
-
-    from lib.viz import show
-
-    def _draw(n_gpus=n_gpus, interval_min=interval_min, backup_pct=backup_pct):
-        comparison, fig = live_view(n_gpus, interval_min, backup_pct, days, seed, step, failure)
-        display(comparison)
-        show(fig, "straggler-live")
-
-    sizes = sorted({8, 64, 512, 1024, 4096, 16_384, 65_536, n_gpus})
-    return interact(_draw, n_gpus=SelectionSlider(options=sizes, value=n_gpus),
-                    interval_min=FloatLogSlider(value=interval_min, base=10, min=0, max=2.7, step=0.02),
-                    backup_pct=FloatSlider(value=backup_pct, min=0, max=10, step=0.5))
-
-
 def five_ways_html(comparison) -> HTMLTable:
     """The five rows (``lib.straggler.simulate.Comparison``) as a table that fits the text column: this run's shares,
     the exact expected value in brackets; GPUs and MTBF, which differ only for the backup row, in the caption."""
