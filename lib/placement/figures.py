@@ -320,3 +320,35 @@ def one_node_moves_figure(moves, names, pair: tuple[int, int], pair_label: str, 
     fig.update_yaxes(title="step time change (ms), clipped", range=[min(-5.0, 1.5 * best_ms.min()), top])
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9), title="node moved")
     return layout(fig, title, height)
+
+
+def collapse_sensitivity_figure(study: dict, title: str | None = None, height: int = 520):
+    """Updates to collapse against each placer choice (``lib.placement.collapse_study``): one dot per random
+    seed (hollow at the right edge: not collapsed within the study's updates), a bar from the fastest to the
+    slowest seed and a diamond at the median (censored seeds counted at the cap)."""
+    import plotly.graph_objects as go
+
+    from lib.placement.collapse_study import summary
+
+    cap = study["max_updates"]
+    rows = summary(study)
+    labels = [f"{r['factor']}: {r['value']}" for r in rows]
+    fig = go.Figure()
+    fig.add_scatter(x=[r["median"] for r in rows], y=labels, mode="markers", name="median over seeds",
+                    marker=dict(symbol="diamond", size=11, color=PALETTE["primary"]),
+                    error_x=dict(type="data", symmetric=False, array=[r["high"] - r["median"] for r in rows],
+                                 arrayminus=[r["median"] - r["low"] for r in rows], color=PALETTE["neutral"]))
+    xs, ys, xc, yc = [], [], [], []
+    for lab, r in zip(labels, study["rows"]):
+        for c in r["collapse"]:
+            (xs if c is not None else xc).append(c if c is not None else cap)
+            (ys if c is not None else yc).append(lab)
+    fig.add_scatter(x=xs, y=ys, mode="markers", name="one seed", marker=dict(size=7, color=PALETTE["secondary"],
+                                                                              opacity=0.7))
+    if xc:
+        fig.add_scatter(x=xc, y=yc, mode="markers", name=f"one seed, not collapsed in {cap}",
+                        marker=dict(size=8, symbol="circle-open", color=PALETTE["secondary"]))
+    fig.add_vline(x=16, line_dash="dot", line_color=PALETTE["neutral"], annotation_text="the write-up: 16")
+    fig.update_xaxes(title="update at which all K samples are one placement", range=[-1, cap + 3])
+    fig.update_yaxes(autorange="reversed")
+    return layout(fig, title, height)

@@ -8,8 +8,13 @@ device it chose at step t-1 (a learned "go" embedding at t = 0) and the encoder 
 over *all* encoder states (additive attention, vᵀ tanh(W₁·enc + W₂·h)) and outputs logits over the devices
 from [h; context]. Sampling K placements runs the K decoders as one batch.
 
-Defaults are small (hidden 64) so a 250-update run on the simulator takes seconds; the 2018 authors' code
-used hidden 512. Used in: Part I, chapters 2-3.
+Defaults follow the 2018 authors' released code (``hierarchical_controller.py``), the only code of that group
+that is public: hidden size 512, Glorot-uniform initialisation of every weight matrix, LSTM forget-gate bias
+1.0, temperature 1. Its ``tanh_constant`` (logits squashed to tanh · 1) is *not* the default: with 4 devices it
+caps a decision's probability at e / (e + 3/e) = 0.71, so 8 identical samples of 40 decisions would have
+probability below 10^-100 and the write-up's collapse could not happen; ``logit_tanh`` switches it on.
+``init="torch"`` gives PyTorch's default initialisation (uniform ±1/√fan_in, forget bias 0), the placer of
+earlier versions of this book. Used in: Part I, chapters 2-3.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from lib.graph import expand as expand_groups
 MAX_DIMS = 4
 #: Relative offsets (±1 .. ±ADJ_WINDOW) encoded one-hot in the adjacency features.
 ADJ_WINDOW = 4
+#: Initialisations: "glorot" (the 2018 authors' code: Glorot-uniform matrices, zero biases, forget bias
+#: ``forget_bias``) or "torch" (PyTorch's defaults).
+INITS = ("glorot", "torch")
 
 
 def check_groups(groups: Sequence[Sequence[int]], n_nodes: int) -> tuple[tuple[int, ...], ...]:
@@ -130,16 +138,24 @@ class Placer(nn.Module):
         self,
         inputs: PlacerInputs,
         n_devices: int,
-        hidden: int = 64,
+        hidden: int = 512,
         op_embed: int = 16,
         dev_embed: int = 16,
         logit_tanh: float | None = None,
+        init: str = "glorot",
+        forget_bias: float = 1.0,
+        temperature: float = 1.0,
     ):
         super().__init__()
         if n_devices < 1:
             raise ValueError(f"n_devices must be >= 1; got {n_devices}")
         if hidden < 1 or op_embed < 1 or dev_embed < 1:
             raise ValueError(f"sizes must be >= 1; got hidden={hidden}, op_embed={op_embed}, dev_embed={dev_embed}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}; got {init!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {temperature!r}")
+        self.temperature = float(temperature)
         self.n_devices = int(n_devices)
         self.n_items = inputs.n_items
         self.logit_tanh = logit_tanh
@@ -153,6 +169,21 @@ class Placer(nn.Module):
         self.attn_dec = nn.Linear(hidden, hidden, bias=False)  # W2
         self.attn_v = nn.Linear(hidden, 1, bias=False)
         self.out = nn.Linear(2 * hidden, n_devices)
+        if init == "glorot":
+            self._glorot(float(forget_bias))
+
+    @torch.no_grad()
+    def _glorot(self, forget_bias: float) -> None:
+        """The 2018 code's initialisation: every matrix Glorot-uniform, biases 0, LSTM forget gates ``forget_bias``
+        (PyTorch's LSTM has two bias vectors; the forget bias goes in one of them, gate order i, f, g, o)."""
+        for name, p in self.named_parameters():
+            if p.ndim >= 2:
+                nn.init.xavier_uniform_(p)
+            else:
+                nn.init.zeros_(p)
+                if name.startswith(("encoder.bias_ih", "decoder.bias_ih")):
+                    h = p.shape[0] // 4
+                    p[h:2 * h] = forget_bias
 
     def encode(self):
         x = torch.cat([self.op_embedding(self.op_mix), self.numeric], dim=-1).unsqueeze(0)
@@ -171,6 +202,8 @@ class Placer(nn.Module):
             scores = self.attn_v(torch.tanh(enc_proj.unsqueeze(0) + self.attn_dec(h).unsqueeze(1))).squeeze(-1)
             ctx = torch.softmax(scores, dim=-1) @ enc  # (K, H)
             logits = self.out(torch.cat([h, ctx], dim=-1))
+            if self.temperature != 1.0:
+                logits = logits / self.temperature
             if self.logit_tanh is not None:
                 logits = self.logit_tanh * torch.tanh(logits)
             logp = torch.log_softmax(logits, dim=-1)

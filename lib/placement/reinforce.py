@@ -51,7 +51,7 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):  # seeded initialisation without touching the global RNG
             torch.manual_seed(config.seed)
             self.placer = Placer(self.inputs, env.n_devices, config.hidden, config.op_embed, config.dev_embed,
-                                 config.logit_tanh)
+                                 config.logit_tanh, init=config.init, temperature=config.temperature)
         self.opt = torch.optim.Adam(self.placer.parameters(), lr=config.lr)
         self.gen = torch.Generator().manual_seed(config.seed)
         self.baseline: float | None = None

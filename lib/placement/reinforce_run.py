@@ -18,7 +18,9 @@ from lib.placement.reinforce_baselines import BASELINES
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One REINFORCE run. Placer sizes default small (the 2018 authors' code used hidden 512)."""
+    """One REINFORCE run. The placer's defaults are the 2018 authors' code's (hidden 512, Glorot init, forget
+    bias 1, gradient norm clipped at 1, Adam, baseline decay 0.9); the learning rate and K are the write-up's.
+    ``stop_when_identical`` ends a run once all K samples are one placement, as the write-up did."""
 
     n_iters: int = 250
     k: int = 8
@@ -28,11 +30,13 @@ class TrainConfig:
     entropy: float = 0.0
     stop_when_identical: bool = False
     top_n: int = 5
-    hidden: int = 64
+    hidden: int = 512  # hidden_size of the 2018 authors' code
     op_embed: int = 16
     dev_embed: int = 16
-    grad_clip: float | None = 1.0
-    logit_tanh: float | None = None
+    grad_clip: float | None = 1.0  # grad_bound of the 2018 authors' code
+    logit_tanh: float | None = None  # the 2018 code's tanh_constant 1.0 would forbid the collapse (placer.py)
+    init: str = "glorot"  # the 2018 code: Glorot-uniform weights, forget bias 1.0
+    temperature: float = 1.0  # the 2018 code's temperature
     cache_measurements: bool = False  # only for deterministic environments (noise off)
     seed: int = 0
 
@@ -43,12 +47,18 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise ValueError(f"{name} must be an integer; got {v!r}")
-        for name in ("lr", "baseline_decay", "entropy", "grad_clip", "logit_tanh"):
+        for name in ("lr", "baseline_decay", "entropy", "grad_clip", "logit_tanh", "temperature"):
             v = getattr(self, name)
             if v is None and name in ("grad_clip", "logit_tanh"):
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number; got {v!r}")
+        from lib.placement.placer import INITS
+
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}; got {self.init!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {self.temperature}")
         if self.baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
         if self.k < 1:
@@ -77,6 +87,8 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         names = {f.name for f in fields(cls)}
+        if "hidden" in d and "init" not in d:  # a log from before the init choice existed: PyTorch's init
+            d = {**d, "init": "torch"}
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown TrainConfig keys {sorted(unknown)}; allowed: {sorted(names)}")

@@ -142,6 +142,41 @@ def cap_two_gpu_text(hand: Mapping[str, Sequence[int]], fits: Mapping[str, bool]
             "splits were the human ones, which do not")
 
 
+def memory_decides(capped, placement: Sequence[int]) -> dict:
+    """Under ``capped``'s cap: the busiest device's peak, the cap, and which single part of that device's memory
+    (``lib.placement.memory.PARTS``), if left out, would let the placement fit (its overhead share included)."""
+    from lib.placement.memory import PARTS
+
+    p = tuple(int(d) for d in placement)
+    peaks = capped.peak_memory(p)
+    d = int(np.argmax([pk / cap for pk, cap in zip(peaks, capped.cap_bytes)]))
+    parts = capped.memory_breakdown(p)
+    cap = capped.cap_bytes[d]
+    f = capped.alloc_overhead
+    deciding = [k for k in PARTS[:4] if peaks[d] > cap and peaks[d] - parts[k][d] * f <= cap]
+    if peaks[d] > cap and peaks[d] / f <= cap:
+        deciding.append("allocator overhead")
+    return {"device": d, "peak": peaks[d], "cap": cap, "fits": peaks[d] <= cap, "deciding": deciding,
+            "parts": {k: parts[k][d] for k in PARTS}}
+
+
+def memory_decides_table(capped, placements: Mapping[str, Sequence[int]], caption: str = "") -> Table:
+    """Per placement under the cap: fits or not, its fullest device's peak against the cap (GiB), its largest
+    parts, and which one part alone decides it (the placement would fit without it)."""
+    rows = []
+    for label, p in placements.items():
+        if max(p) >= capped.n_devices:
+            continue
+        m = memory_decides(capped, p)
+        top = sorted(m["parts"].items(), key=lambda kv: -kv[1])[:3]
+        rows.append((label, "fits" if m["fits"] else "out of memory", f"GPU {m['device']}",
+                     f"{m['peak'] / 2**30:.2f} / {m['cap'] / 2**30:.2f}",
+                     "; ".join(f"{k} {v / 2**30:.2f}" for k, v in top),
+                     "-" if m["fits"] else join_words(m["deciding"], empty="no single part")))
+    return table(("placement", "verdict", "fullest device", "peak / cap (GiB)", "largest parts (GiB)",
+                  "fits without"), rows, caption)
+
+
 def agreeing_overheads(graph, hw, cap: float, must_fail: Sequence[int], must_fit: Sequence[int],
                        grid: Sequence[float] = tuple(np.round(np.arange(1.0, 1.6, 0.01), 2))) -> list[float]:
     """The allocator overheads in ``grid`` for which ``must_fail`` runs out of memory and ``must_fit`` fits
@@ -325,6 +360,60 @@ def fixes_table(runs: Mapping[str, object], quoted: Mapping[str, str], caption: 
                      quoted.get(label, "")))
     return table(("run", "all K samples identical", f"mean of the last {last} updates", "best timing",
                   "the write-up (quoted)"), rows, caption)
+
+
+#: The placer's choices the write-up does not state: (choice, this book's default, where it comes from).
+PLACER_CHOICES: tuple[tuple[str, str, str], ...] = (
+    ("learning rate, K, baseline, cost", "1e-3, 8, moving average, sqrt(time)", "the write-up (stated)"),
+    ("LSTM hidden size", "512", "hidden_size of the 2018 authors' code"),
+    ("initialisation", "Glorot-uniform, LSTM forget bias 1", "the 2018 authors' code (glorot_uniform_initializer, "
+     "forget_bias_init 1.0)"),
+    ("moving-average decay", "0.9", "bl_dec of the 2018 authors' code"),
+    ("gradient clipping", "global norm 1", "grad_bound of the 2018 authors' code"),
+    ("optimizer", "Adam", "optimizer_type of the 2018 authors' code"),
+    ("temperature", "1", "the 2018 authors' code"),
+    ("logits squashed by tanh", "no", "the 2018 code's tanh_constant 1 caps each decision at p = 0.71, under which "
+     "8 identical samples of 40 decisions are impossible (p < 1e-100): the write-up's collapse rules it out"),
+    ("op features", "op type, log-scaled output shape, adjacency offsets", "the paper's three parts; scaled so "
+     "the LSTM is not saturated (the 2018 code feeds raw indices and shapes)"),
+    ("encoder", "one-directional LSTM", "the write-up (an encoder LSTM reads the nodes in order); the 2018 "
+     "code's default is bidirectional"),
+)
+
+
+def study_dates_text(dates, cap: int) -> str:
+    """Seed by seed, the collapse updates: e.g. "seeds 0-3: 15, 8, none by 60, 8"."""
+    items = [str(d) if d is not None else f"none by {cap}" for d in dates]
+    return f"seeds 0-{len(items) - 1}: " + ", ".join(items) if len(items) > 1 else items[0]
+
+
+def study_median_text(row: dict, cap: int) -> str:
+    """A study row's median collapse update as text ("> cap" when at least half the seeds never collapsed)."""
+    return f"{row['median']:g}" if row["median"] < cap else f"> {cap}"
+
+
+def compare_medians(row: dict, ref: dict) -> str:
+    """"earlier than", "later than" or "at the same update as" ``ref``, by median collapse update."""
+    a, b = row["median"], ref["median"]
+    return "earlier than" if a < b else "later than" if a > b else "at the same update as"
+
+
+def placer_choices_table(caption: str = "") -> Table:
+    """The placer's unstated choices, the defaults this book picked and why (``PLACER_CHOICES``)."""
+    return table(("choice", "default here", "why"), PLACER_CHOICES, caption)
+
+
+def sensitivity_table(study: dict, caption: str = "") -> Table:
+    """The collapse study in numbers: per setting, the collapse update of each seed and their median."""
+    from lib.placement.collapse_study import summary
+
+    cap = study["max_updates"]
+    rows = []
+    for r, s in zip(study["rows"], summary(study)):
+        dates = ", ".join(f"> {cap}" if c is None else str(c) for c in r["collapse"])
+        rows.append((f"{r['factor']}: {r['value']}", dates, study_median_text(s, cap)))
+    return table(("setting (one change from the defaults)", "collapse update, seed by seed", "median"), rows,
+                 caption)
 
 
 def same_as_previous(result) -> np.ndarray:

@@ -173,3 +173,37 @@ def test_best_of_many_flatters():
     assert r.flattery_ms > 0 and r.sd_ms > 0
     t = R.best_of_many_table([r], "src")
     assert t.rows[0][2].startswith("-")
+
+
+def test_collapse_study_text_and_tables():
+    study = {"max_updates": 60, "seeds": [0, 1, 2], "profile": "p", "rows": [
+        {"factor": "defaults", "value": "x", "changes": {}, "collapse": [15, None, 8]},
+        {"factor": "hidden size", "value": "64", "changes": {"hidden": 64}, "collapse": [None, None, 40]}]}
+    assert R.study_dates_text([15, None, 8], 60) == "seeds 0-2: 15, none by 60, 8"
+    from lib.placement.collapse_study import summary
+
+    rows = summary(study)
+    assert rows[0]["median"] == 15 and rows[1]["median"] == 60 and rows[1]["collapsed"] == 1
+    assert R.study_median_text(rows[0], 60) == "15" and R.study_median_text(rows[1], 60) == "> 60"
+    assert R.compare_medians(rows[0], rows[1]) == "earlier than" and R.compare_medians(rows[1], rows[0]) == "later than"
+    t = R.sensitivity_table(study)
+    assert t.column("median") == ["15", "> 60"] and "none by" not in t.rows[0][1] and "> 60" in t.rows[0][1]
+    assert len(R.placer_choices_table().rows) == len(R.PLACER_CHOICES) >= 8
+
+
+def test_memory_decides_names_the_part_that_tips_a_placement_over_the_cap():
+    from lib.placement import baselines
+    from lib.placement.sim_env import SimPlacementEnv
+
+    g = gpt_graph(preset("49m"))
+    capped = SimPlacementEnv(g, "4xT4-pcie", mem_cap=0.24)
+    hand = baselines.all_baselines(g, 4)
+    single = R.memory_decides(capped, hand["single GPU 0"])
+    four = R.memory_decides(capped, hand["4-way layer split"])
+    assert not single["fits"] and four["fits"] and four["deciding"] == []
+    assert single["peak"] > single["cap"] and sum(single["parts"].values()) == single["peak"]
+    for part in single["deciding"]:  # leaving that part (and its overhead share) out makes it fit
+        assert single["peak"] - single["parts"][part] * capped.alloc_overhead <= single["cap"] or \
+            part == "allocator overhead"
+    t = R.memory_decides_table(capped, {"single": hand["single GPU 0"], "four": hand["4-way layer split"]})
+    assert t.column("verdict") == ["out of memory", "fits"] and t.rows[1][-1] == "-"
