@@ -20,15 +20,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from lib import book
+from lib.widget_base import LiveOrTwin
 from lib.galvatron.search.engine import SearchResult, search
 from lib.galvatron.search.profiles import load_model, model_names, published_cluster
 from lib.galvatron.search.report import BASELINES, sim_label
 from lib.galvatron.search.strategies import SPACES, check_power_of_two
 
 #: Where a reader runs the live widget; shown under every static twin (the same words in every part).
-LIVE_NOTE = ("This is the static twin of a live widget. To play it, open this page on Colab or Binder "
-             "(the rocket launch button at the top of the page) and run the cell.")
 #: The rule set when ``lib.galvatron.search`` exposes no named presets (today's cost model).
 DEFAULT_RULES = "this book's cost model"
 #: Where named cost rules may live: a module with ``PRESETS`` (name -> rules) or a ``CostRules`` class
@@ -227,14 +225,11 @@ def static_figure(model: str = "bert-huge-32", gpus: Sequence[int] = TWIN_GPUS,
 
 
 # ----------------------------------------------------------------------------------------------- the widget
-def live_allowed(live: bool = True) -> bool:
-    """Whether ``show()`` builds the live widget: asked for, and not in CI or a book build."""
-    return bool(live) and not book.in_ci()
-
-
-class YourBudgetYourPlan:
+class YourBudgetYourPlan(LiveOrTwin):
     """Galvatron's search as a widget. ``show()`` displays the live widget in a running kernel, or the
     static twin with :data:`LIVE_NOTE` under CI and in book builds (``live=False`` forces the twin)."""
+
+    TWIN_ID = "galv-plan-twin"  # not the section's anchor id
 
     def __init__(self, model: str = "bert-huge-32", n_gpus: int = 8, budget_gb: float = 8.0, space: str = "full",
                  rules: str = "", live: bool = True):
@@ -267,11 +262,6 @@ class YourBudgetYourPlan:
         with w["out"]:
             display(PlotlyHTML(to_html(self.figure, "galv-plan-live")))
 
-    def _widgets(self) -> dict:
-        if self._built is None:
-            self._built = self._build()
-        return self._built
-
     def _build(self) -> dict:
         import ipywidgets as W
 
@@ -293,27 +283,8 @@ class YourBudgetYourPlan:
                                    W.VBox([w["rules"], w["space"], w["uniform"]])]), w["summary"], w["out"]])
         return w
 
-    def widget(self):
-        """The live widget (built on first call, answered at once)."""
-        w = self._widgets()
-        if self.last is None:
-            self.refresh()
-        return w["box"]
-
     def static_twin(self):
         s = self.settings
         gpus = tuple(sorted({*TWIN_GPUS, s.n_gpus}))
         budgets = tuple(sorted({*TWIN_BUDGETS_GB, float(s.budget_gb)}))
         return static_figure(s.model, gpus, budgets, (s.n_gpus, float(s.budget_gb)), s.rules)
-
-    def show(self):
-        """Display the live widget, or (CI, book builds, ``live=False``) the static twin and the note."""
-        from IPython.display import HTML, display
-
-        from lib.viz import show
-
-        if live_allowed(self.live):
-            display(self.widget())
-            return
-        show(self.static_twin(), "galv-plan-twin")  # not the section's anchor id
-        display(HTML(f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"))

@@ -15,16 +15,17 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from lib import book
+from lib.widget_base import LiveOrTwin
 from lib.graph import colocate, crossing_edges, expand
 from lib.placement import baselines
 from lib.placement.env import OOM_PENALTY_S, validate_placement  # noqa: F401 (re-export)
 from lib.placement.sim_engine import TraceEvent
-from lib.viz import PALETTE, SEQUENCE, layout, title_margin, wrap_title
+from lib.viz import PALETTE, layout, title_margin, wrap_title
 
 #: Experiment B: micro-batches per step; experiment C: the memory cap (the write-up's settings, as in
 #: book/placement/03_colocation).
@@ -32,8 +33,6 @@ B_MICRO, C_CAP = 4, 0.24
 MODES = ("sim", "real")
 UNITS = ("groups", "nodes")
 #: Where a reader runs the live widget; shown under every static twin.
-LIVE_NOTE = ("This is the static twin of a live widget. To play it, open this page on Colab or Binder "
-             "(the rocket launch button at the top of the page) and run the cell.")
 #: The instructive placements of the static twin (labels of :func:`instructive`), in dropdown order.
 TWIN_LABELS = ("single GPU 0", "human 2-GPU split on 0,1", "4-way layer split", "2-stage pipeline",
                "4-stage pipeline", "3-way layer split", "3-stage pipeline", "only the loss on GPU 1",
@@ -348,17 +347,14 @@ def _summary_html(a: Answer, best: tuple[float, str] | None, base: tuple[str, An
     return "<br>".join(lines)
 
 
-def live_allowed(live: bool = True) -> bool:
-    """Whether ``show()`` builds the live widget: asked for, and not in CI or a book build."""
-    return bool(live) and not book.in_ci()
-
-
-class PlaceItYourself:
+class PlaceItYourself(LiveOrTwin):
     """The placement game as a widget. ``show()`` displays the live widget in a running kernel, or the
     static twin with :data:`LIVE_NOTE` under CI and in book builds (``live=False`` forces the twin).
 
     ``mode``: "sim", "real" or "auto" (real devices when the kernel has 2+ CUDA GPUs); ``devices`` overrides
     the real devices (e.g. ``("cpu", "cpu")`` logical devices for tests). ``seed`` seeds the random button."""
+
+    TWIN_ID = "placement-twin"  # not the section's anchor id
 
     def __init__(self, preset: str = "49m", profile: str = "4xT4-pcie", mode: str = "sim", seed: int = 0,
                  live: bool = True, devices: Sequence[str] | None = None):
@@ -443,11 +439,6 @@ class PlaceItYourself:
             self.set_placement(self.rng.integers(0, self.n_devices, self.graph.n_nodes).tolist())
 
     # --- the controls -------------------------------------------------------------------------------------
-    def _widgets(self) -> dict:
-        if self._built is None:
-            self._built = self._build()
-        return self._built
-
     def _build(self) -> dict:
         import ipywidgets as W
 
@@ -501,30 +492,12 @@ class PlaceItYourself:
                            w["out"]])
         return w
 
-    def widget(self):
-        """The live widget (built on first call, answered at once)."""
-        w = self._widgets()
-        if self.last is None:
-            self.refresh()
-        return w["box"]
-
     def static_twin(self):
         """:func:`static_figure` on the simulator, over the twin's placements this model and machine have."""
         s = replace(self.settings, mode="sim")
         have = instructive(sim_env(s).graph, sim_env(s).n_devices)
         return static_figure(s, [k for k in TWIN_LABELS if k in have])
 
-    def show(self):
-        """Display the live widget, or (CI, book builds, ``live=False``) the static twin and the note."""
-        from IPython.display import HTML, display
-
-        from lib.viz import show
-
-        if live_allowed(self.live):
-            display(self.widget())
-            return
-        show(self.static_twin(), "placement-twin")  # not the section's anchor id
-        display(HTML(f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"))
 
 
 def _cuda_count() -> int:

@@ -11,15 +11,12 @@ Used in: book/stragglers/01_the_one_slow_gpu.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
-from lib import book
+from lib.widget_base import LIVE_NOTE, LiveOrTwin
 from lib.straggler.model import FailureModel, StepModel
 
 #: Where a reader runs the live widget; shown under every static twin (the same words in every part).
-LIVE_NOTE = ("This is the static twin of a live widget. To play it, open this page on Colab or Binder "
-             "(the rocket launch button at the top of the page) and run the cell.")
 #: When the twin is already on the page, above the widget's cell.
 ABOVE_NOTE = ("The slider figures above are this widget's static twin. To move the GPUs, the interval and the "
               "backups together, open this page on Colab or Binder (the rocket launch button at the top of "
@@ -57,14 +54,11 @@ def live_answer(settings: StragglerSettings, step: StepModel = StepModel(),
     return live_view(s.n_gpus, float(s.interval_min), float(s.backup_pct), float(s.days), s.seed, step, failure)
 
 
-def live_allowed(live: bool = True) -> bool:
-    """Whether ``show()`` builds the live widget: asked for, and not in CI or a book build."""
-    return bool(live) and not book.in_ci()
-
-
-class StragglerExplorer:
+class StragglerExplorer(LiveOrTwin):
     """Sliders over GPUs, checkpoint interval and backups redrawing :func:`live_answer`. ``show()`` displays
     the live widget in a running kernel, or the static twin with a note under CI and in book builds."""
+
+    TWIN_ID = "straggler-twin"  # not the section's anchor id
 
     def __init__(self, n_gpus: int = 16_384, interval_min: float = 120.0, backup_pct: float = 0.0,
                  days: float = 14.0, seed: int = 0, step: StepModel = StepModel(),
@@ -93,11 +87,6 @@ class StragglerExplorer:
         with w["out"]:
             display(PlotlyHTML(to_html(self.figure, "straggler-live")))
 
-    def _widgets(self) -> dict:
-        if self._built is None:
-            self._built = self._build()
-        return self._built
-
     def _build(self) -> dict:
         import ipywidgets as W
 
@@ -116,12 +105,8 @@ class StragglerExplorer:
         w["box"] = W.VBox([w["n_gpus"], w["interval_min"], w["backup_pct"], w["table"], w["out"]])
         return w
 
-    def widget(self):
-        """The live widget (built on first call, answered at once)."""
-        w = self._widgets()
-        if self.comparison is None:
-            self.refresh()
-        return w["box"]
+    def answered(self) -> bool:
+        return self.comparison is not None
 
     def static_twin(self):
         """The chapter's interval figure over precomputed frames (``figures.interval_figure``)."""
@@ -133,16 +118,8 @@ class StragglerExplorer:
         return interval_figure(s.n_gpus, s.backup_pct / 100, interval_choices(yd, extra=(s.interval_min,)),
                                s.interval_min, s.days, s.seed, self.failure)
 
-    def show(self):
-        """Display the live widget, or (CI, book builds, ``live=False``) the static twin and the note (only
-        the note with ``twin_above``: the chapter shows the twin's figures above the cell)."""
-        from IPython.display import HTML, display
+    def show_twin_figure(self) -> bool:
+        return not self.twin_above  # the chapter shows the slider figures above the cell
 
-        from lib.viz import show
-
-        if live_allowed(self.live):
-            display(self.widget())
-            return
-        if not self.twin_above:
-            show(self.static_twin(), "straggler-twin")
-        display(HTML(f"<p><em>{html.escape(ABOVE_NOTE if self.twin_above else LIVE_NOTE)}</em></p>"))
+    def twin_note(self) -> str:
+        return ABOVE_NOTE if self.twin_above else LIVE_NOTE
