@@ -100,14 +100,28 @@ def megatron_settings(plan) -> MegatronSettings:
     return MegatronSettings(tuple(flags), tuple(none), tuple(notes))
 
 
+COLUMNS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--use-torch-fsdp2",
+           "--recompute-method", "--micro-batch-size")
+HEADS = ("TP size", "PP size", "FSDP2", "recompute", "micro-batch")  # short names of COLUMNS
+
+
 def megatron_table(plans: dict, caption: str = "") -> HTMLTable:
-    """One row per named plan: its Megatron-LM flags and what has no equivalent ("none": all of it maps)."""
+    """One row per named plan: the value of each of Megatron-LM's main flags ("-" where the plan has none to
+    give, "yes" for a switch), and what of the plan has no equivalent ("none": all of it maps)."""
     rows = []
     for name, plan in plans.items():
         m = megatron_settings(plan)
-        rows.append((name, _search_plan(plan).summary(), " ".join(m.flags), "; ".join(m.none) or "none"))
-    return HTMLTable(("plan", "layers", "Megatron-LM flags", "no Megatron-LM equivalent"), tuple(rows), caption,
-                     nowrap=(0,), left=(0, 1, 2, 3))
+        vals = dict((f.split(" ", 1) + [""])[:2] for f in m.flags)
+        cells = []
+        for c in COLUMNS:
+            v = vals.get(c)
+            if c == "--recompute-method" and v:
+                v = f"{v}, {vals['--recompute-num-layers']} layer(s)"
+            cells.append("-" if v is None else (v or "yes"))
+        rows.append((name, *cells, "; ".join(m.none) or "none"))
+    key = "; ".join(f"{h} {c}" for h, c in zip(HEADS, COLUMNS))
+    return HTMLTable(("plan", *HEADS, "no Megatron-LM equivalent"), tuple(rows),
+                     (caption + "; " if caption else "") + "columns: " + key, nowrap=(1, 2, 3, 4, 5), left=(0, 6))
 
 
-__all__ = ["MegatronSettings", "megatron_settings", "megatron_table"]
+__all__ = ["MegatronSettings", "megatron_settings", "megatron_table", "COLUMNS", "HEADS"]

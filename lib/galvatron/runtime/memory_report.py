@@ -189,20 +189,21 @@ def stage_rows(plans: dict, model, measured: dict) -> list[dict]:
     return out
 
 
+def _pct(x: float) -> str:
+    """``+4.7%``; a rounded zero is ``+0.0%``, never ``-0.0%``."""
+    return f"{x:+.1%}" if round(x * 100, 1) != 0 else "+0.0%"
+
+
 def memory_table(rows: list, caption: str):
-    """Estimated against measured MB per plan and stage, each term with the estimate's error."""
+    """Per plan and stage, each term as "estimated / measured MB (error of the estimate)", and the transient
+    part of the measured peak."""
     from lib.html_table import HTMLTable
 
-    body = []
-    for r in rows:
-        cells = [r["name"]]
-        for t in TERMS:
-            cells += [f"{r[f'est_{t}_mb']:.2f}", f"{r[f'got_{t}_mb']:.2f}", f"{r[f'err_{t}']:+.1%}"]
-        body.append(tuple(cells + [f"{r['transient_mb']:.2f}"]))
-    head = ["plan"]
-    for t in ("model states", "activations", "peak"):
-        head += [f"{t}: est.", "meas.", "error"]
-    return HTMLTable(tuple(head + ["transient (meas.)"]), tuple(body), caption, nowrap=tuple(range(11)))
+    body = tuple((r["name"], *(f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({_pct(r[f'err_{t}'])})"
+                               for t in TERMS), f"{r['transient_mb']:.2f}") for r in rows)
+    head = ("plan", "model states", "activations", "peak", "transient")
+    return HTMLTable(head, body, caption + "; each cell: estimated / measured MB (error of the estimate)",
+                     nowrap=(0, 1, 2, 3, 4))
 
 
 def memory_figure(rows: list, title: str, measured: str = MEASURED):
@@ -260,6 +261,8 @@ def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int) 
         return max(r["memory"]["maxima"][cat] for r in measured[name]) / MB
 
     out = memory_glue(rows)
+    flat = [abs(r["err_activations"]) for r in rows if r["plan"].startswith("pp1[")]  # no pipeline
+    out["act_err_flat"] = f"{max(flat):.1%}" if flat else "not measured"
     w = weight_inflation(cfg, profile_batch)
     out["act_inflation"] = (f"{w['with_weights_mb']:.3f} MB per sample with the weights against "
                             f"{w['without_mb']:.3f} MB without ({w['inflation']:+.0%}) at a profiling batch "
@@ -296,7 +299,7 @@ def memory_glue(rows: list) -> dict:
     out = {"mem_tol": f"{TOLERANCE:.0%}"}
     for t in TERMS:
         w = max(rows, key=lambda r: abs(r[f"err_{t}"]))
-        out[f"mem_worst_{t}"] = f"{w[f'err_{t}']:+.1%} ({w['name']})"
+        out[f"mem_worst_{t}"] = f"{_pct(w[f'err_{t}'])} ({w['name']})"
         inside = sum(abs(r[f"err_{t}"]) <= TOLERANCE for r in rows)
         out[f"mem_within_{t}"] = f"{inside} of {len(rows)}"
     return out

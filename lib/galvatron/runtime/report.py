@@ -228,6 +228,29 @@ def est_vs_measured_figure(rows: list, title: str):
     return viz.layout(fig, title)
 
 
+def wrap_command(cmd: str, width: int = 78) -> str:
+    """A shell command broken before its options (an option keeps its value) into lines of at most ``width``
+    characters where the pieces allow, continued with a backslash and indented: what fits the book's column."""
+    import shlex
+
+    words = [("$NODE_RANK" if w == "__NODE_RANK__" else shlex.quote(w))
+             for w in shlex.split(cmd.replace("$NODE_RANK", "__NODE_RANK__"))]
+    pieces = []  # an option with its value stays on one line
+    for w in words:
+        if pieces and not w.startswith("-") and pieces[-1].startswith("-") and " " not in pieces[-1]:
+            pieces[-1] += " " + w
+        else:
+            pieces.append(w)
+    lines, cur = [], ""
+    for q in pieces:
+        if cur and len(cur) + 1 + len(q) > width - 2:
+            lines.append(cur + " \\")
+            cur = "    " + q
+        else:
+            cur = f"{cur} {q}" if cur else q
+    return "\n".join(lines + [cur])
+
+
 def relative_name(path: str, root: str) -> str:
     """``path`` relative to ``root`` (the repository), never absolute: what the chapter may print."""
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))

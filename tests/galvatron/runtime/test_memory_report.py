@@ -66,7 +66,9 @@ def test_table_figure_and_glue():
     plans = mr.memory_plans(2, 4, 16)
     rows = mr.stage_rows(plans, PROFILE, _measured(plans))
     t = mr.memory_table(rows, "cap")
-    assert len(t.head) == 11 and len(t.rows) == len(rows) and t.rows[0][3] in ("+0.0%", "-0.0%")
+    assert len(t.head) == 5 and len(t.rows) == len(rows)
+    r = rows[0]
+    assert t.rows[0][1] == f"{r['est_model_states_mb']:.2f} / {r['got_model_states_mb']:.2f} (+0.0%)"
     fig = mr.memory_figure(rows, "title", mr.measured_label("cpu"))
     assert [tr.name for tr in fig.data] == ["model states", "activations", "transient (no estimate)"]
     assert len(fig.data[0].x[0]) == 2 * len(rows)
@@ -87,6 +89,7 @@ def test_findings_quote_each_gap():
     assert "on the first stage" in f["pp_stage_act_err"]
     assert f["sdp_bias_mb"] == f"{4 * PROFILE.layer_types[0].param_mb * 0.025 * 4:.2f} MB"
     assert "+" in f["act_inflation"] and "profiling batch of 8" in f["act_inflation"]
+    assert f["act_err_flat"] == "0.0%"  # DP, SDP and TP: every estimate exact on these synthetic records
 
 
 def test_weight_inflation_is_the_weights_over_the_batch():

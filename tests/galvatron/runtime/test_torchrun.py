@@ -134,5 +134,23 @@ def test_megatron_names_what_has_no_equivalent():
 def test_megatron_table_has_a_row_per_plan():
     t = megatron_table(PLANS, "caption")
     assert [r[0] for r in t.rows] == list(PLANS)
-    assert t.rows[0][3] == "none" and t.rows[-1][3] != "none"
+    assert "TP size --tensor-model-parallel-size" in t.caption
+    row = dict(zip(t.head, t.rows[list(PLANS).index("sdp")]))
+    assert row["TP size"] == "1" and row["FSDP2"] == "yes"
+    assert row["recompute"] == "-" and row["micro-batch"] == "2"
+    assert row["no Megatron-LM equivalent"] == "none"
+    mixed = dict(zip(t.head, t.rows[-1]))
+    assert mixed["TP size"] == "-" and "per-layer TP" in mixed["no Megatron-LM equivalent"]
+    ck = megatron_table({"ck": _plan(1, [2] * 4, [0] * 4, ckpt=(1,) * 4)}).rows[0]
+    assert ck[4] == "uniform, 1 layer(s)"
     assert "<table" in t._repr_html_()
+
+
+def test_a_wrapped_command_is_the_same_command():
+    from lib.galvatron.runtime.report import wrap_command
+
+    cmd = PLANS["mixed"].to_torchrun("a plan.json", nnodes=2, device="cuda", run_args=("--steps", "10"))
+    text = wrap_command(cmd, 60)
+    assert all(len(line) <= 60 for line in text.splitlines()) and len(text.splitlines()) > 1
+    joined = text.replace(" \\\n    ", " ")
+    assert joined == cmd and _parse(joined)[1].plan == "a plan.json"
