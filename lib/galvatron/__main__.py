@@ -11,6 +11,8 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 
 ``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
 --budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
+``python -m lib.galvatron memory`` measures each rank's memory by category for DP, SDP, TP and PP on local gloo
+ranks and prints the cost model's estimate beside it (chapter 7's comparison).
 
 Errors (``lib.cli_errors``): a user's mistake (a flag out of range, a bad plan file, ranks started with
 different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; a rank that refuses
@@ -57,6 +59,13 @@ def _parser() -> OneLineParser:
     pl.add_argument("--megatron", action="store_true", help="print Megatron-LM's flags for it")
     pl.add_argument("--nnodes", type=int, default=1, help="--print-torchrun: nodes (default 1)")
     pl.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="--print-torchrun: cpu or cuda")
+    mem = sub.add_parser("memory", help="measure each rank's memory by category for DP, SDP, TP and PP on "
+                                        "local gloo ranks and set the cost model's estimate beside it")
+    for k, v in (("world-size", 2), ("vocab", 64), ("seq-len", 64), ("d-model", 128), ("n-head", 4),
+                 ("n-layer", 4), ("global-bsz", 16)):
+        mem.add_argument(f"--{k}", type=int, default=v)
+    mem.add_argument("--timeout-s", type=float, default=300.0, help="seconds the ranks may take in all")
+    mem.add_argument("--out", default=None, help="write the rows and every rank's record as JSON here")
     run.add_argument("--plan", required=True, help="plan JSON file")
     for k, v in (("vocab", 64), ("seq-len", 16), ("d-model", 32), ("n-head", 4), ("n-layer", None)):
         run.add_argument(f"--{k}", type=int, default=v)
@@ -140,6 +149,8 @@ def _main(argv) -> int:
         return launch(argv[1:])
     if argv[:1] == ["plan"]:
         return _plan_cmd(_parser().parse_args(argv))
+    if argv[:1] == ["memory"]:
+        return _memory_cmd(_parser().parse_args(argv))
     try:
         args = _parser().parse_args(argv)
         check_args(args)
@@ -200,6 +211,46 @@ def _plan_cmd(args) -> int:
         print("megatron-lm:", " ".join(m.flags))
         for line in m.none:
             print("  no equivalent:", line)
+    return 0
+
+
+def _memory_cmd(args) -> int:
+    """``memory``: the chapter's memory comparison from the command line (DP, SDP under FSDP2 and by hand, TP,
+    2-stage pipelines at 2 and 4 micro-batches; Adam), printed as a table and, with ``--out``, as JSON."""
+    from lib.cli_errors import check_float, check_int
+
+    from .runtime import memory_report as mr
+    from .runtime.model import ModelConfig
+    from .runtime.profiler import memory_profile
+
+    check_int("--world-size", args.world_size, 1, 64, "local gloo ranks on this machine")
+    for k in ("vocab", "seq_len", "d_model", "n_head", "n_layer"):
+        lo, hi = LIMITS[k]
+        check_int(f"--{k.replace('_', '-')}", getattr(args, k), lo, hi, WHY)
+    check_int("--global-bsz", args.global_bsz, 1, 1 << 16, "samples per step; the ranks hold them all")
+    check_float("--timeout-s", args.timeout_s, 1, 3600)
+    if args.d_model % args.n_head or args.n_head % args.world_size:
+        raise ValueError(f"--n-head {args.n_head} must divide --d-model {args.d_model} and be divisible by "
+                         f"--world-size {args.world_size} (the TP plan splits the heads over every rank)")
+    if args.global_bsz % args.world_size:
+        raise ValueError(f"--global-bsz {args.global_bsz} must be a multiple of --world-size {args.world_size}")
+    cfg = ModelConfig(vocab=args.vocab, seq_len=args.seq_len, d_model=args.d_model, n_head=args.n_head,
+                      n_layer=args.n_layer)
+    plans = mr.memory_plans(args.world_size, args.n_layer, args.global_bsz)
+    measured = mr.measure_memory(plans, cfg, args.world_size, timeout_s=args.timeout_s)
+    if "sdp" in plans:
+        hand = {"sdp, hand-written": plans["sdp"]}
+        measured.update(mr.measure_memory(hand, cfg, args.world_size, "manual", timeout_s=args.timeout_s))
+        plans.update(hand)
+    rows = mr.stage_rows(plans, memory_profile(cfg), measured)
+    print(f"MB per rank; {mr.MEASURED}; {mr.ESTIMATED}; each cell: estimated / measured (error)")
+    print(mr.format_memory_rows(rows))
+    if args.out:
+        from lib import atomic
+
+        atomic.write_json(args.out, {"model": cfg.to_dict(), "world_size": args.world_size,
+                                     "plans": {n: p.to_dict() for n, p in plans.items()}, "rows": rows,
+                                     "measured": measured})
     return 0
 
 

@@ -46,9 +46,13 @@ def search_plan_of(plan):
                 checkpoint=tuple(int(s.ckpt) for s in plan.layers))
 
 
-def stage_estimate(plan, model, stage: int) -> dict:
+def stage_estimate(plan, model, stage: int, split: dict | None = None) -> dict:
     """The cost model's MB for one stage of ``plan`` (a ``RunPlan`` or search ``Plan``) on ``model`` (a
-    ``ModelProfile``): ``model_states``, ``activations``, ``context`` and their sum ``peak``."""
+    ``ModelProfile``): ``model_states``, ``activations``, ``context`` and their sum ``peak``.
+
+    ``split`` (``profiler.other_split``): our correction, the "other" memory charged where it lives, its
+    first-stage share to the first stage and its last-stage share to the last, instead of all of it to
+    every stage as the VLDB cost model does."""
     from ..search.cost import layer_memory_mb, other_memory_mb
 
     p = search_plan_of(plan)
@@ -64,8 +68,13 @@ def stage_estimate(plan, model, stage: int) -> dict:
     act = sum(layer_memory_mb(layers[i], strategies[i], B) for i in ids) - states
     s0 = strategies[start]
     other_act = other_memory_mb(model, s0, B) - other_memory_mb(model, s0, 0)
-    states += model.other_model_states_mb
-    act += other_act
+    share = {"states": 1.0, "act": 1.0}
+    if split is not None:
+        for k in share:
+            first, last = split[k]
+            share[k] = (first if stage == 0 else 0.0) + (last if stage == p.pp_deg - 1 else 0.0)
+    states += model.other_model_states_mb * share["states"]
+    act += other_act * share["act"]
     return {"model_states": states, "activations": act, "context": model.context_mb,
             "peak": states + act + model.context_mb}
 
@@ -77,16 +86,16 @@ def measured_terms(record: MemoryRecord) -> dict:
             "peak": record.peak_bytes / MB, "transient": record.transient_at_peak / MB}
 
 
-def memory_comparison(plan, model, measured: list) -> list[dict]:
+def memory_comparison(plan, model, measured: list, split: dict | None = None) -> list[dict]:
     """One row per rank and term (``TERMS``): estimated MB, measured MB, relative error of the estimate.
 
     ``measured``: each rank's ``{"rank", "stage", "memory"}`` (a ``MemoryRecord`` or its dict), as a train
     job returns them. ``peak`` compares the estimate's sum with the measured peak, whose transient part
-    (``transient_mb``, also in each row) the estimate does not have."""
+    (``transient_mb``, also in each row) the estimate does not have. ``split``: see ``stage_estimate``."""
     rows = []
     for m in sorted(measured, key=lambda r: r["rank"]):
         rec = m["memory"] if isinstance(m["memory"], MemoryRecord) else MemoryRecord.from_dict(m["memory"])
-        est, got = stage_estimate(plan, model, int(m["stage"])), measured_terms(rec)
+        est, got = stage_estimate(plan, model, int(m["stage"]), split), measured_terms(rec)
         for term in TERMS:
             if got[term] <= 0:
                 raise ValueError(f"rank {m['rank']}: measured {term} is {got[term]} MB; nothing to compare with")
@@ -169,12 +178,13 @@ def measure_memory(plans: dict, cfg, world_size: int, sdp_impl: str = "auto", de
                  "sdp_impl": r["runs"][i]["sdp_impl"]} for r in ranks] for i, n in enumerate(names)}
 
 
-def stage_rows(plans: dict, model, measured: dict) -> list[dict]:
+def stage_rows(plans: dict, model, measured: dict, split: dict | None = None) -> list[dict]:
     """One row per plan and stage (the stage's rank with the largest measured peak): estimated and measured
-    MB of each term, their errors, and the measured transient part of the peak."""
+    MB of each term, their errors, and the measured transient part of the peak (``split``: see
+    ``stage_estimate``)."""
     out = []
     for name, plan in plans.items():
-        rows = memory_comparison(plan, model, measured[name])
+        rows = memory_comparison(plan, model, measured[name], split)
         for stage in sorted({r["stage"] for r in rows}):
             mine = [r for r in rows if r["stage"] == stage]
             rank = max((r for r in mine if r["term"] == "peak"), key=lambda r: r["measured_mb"])["rank"]
@@ -249,7 +259,8 @@ def weight_inflation(cfg, batch: int) -> dict:
     return {"with_weights_mb": with_w, "without_mb": without, "inflation": with_w / without - 1}
 
 
-def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int) -> dict:
+def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int,
+                    split_rows: list | None = None) -> dict:
     """Glue for the chapter's "where the memory model is wrong": each gap with its number. ``rows`` from
     ``stage_rows``; ``measured`` by plan name (``measure_memory``), including ``"sdp"``, ``"dp"`` and, if it
     ran, ``"sdp, hand-written"``; ``model`` the profile; ``cfg`` the runtime's model."""
@@ -272,6 +283,15 @@ def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int) 
     out["pp_stage_act_err"] = (f"{pp0[0]['err_activations']:+.1%} on the first stage against "
                                f"{pp_last[0]['err_activations']:+.1%} on the last" if pp0 and pp_last
                                else "not measured (no pipeline ran)")
+    if split_rows:  # the same rows with the "other" memory charged where it lives (``split``)
+        fixed = [r for r in split_rows if r["name"].startswith("pp") and r["stage"] == 0]
+        worst_t = {t: max(abs(r[f"err_{t}"]) for r in split_rows) for t in ("model_states", "activations")}
+        out["pp_split_err"] = (f"{_pct(fixed[0]['err_activations'])} on the first stage" if fixed
+                               else "not measured (no pipeline ran)")
+        out["split_worst"] = (f"{worst_t['model_states']:.1%} for model states and "
+                              f"{worst_t['activations']:.1%} for activations")
+    else:
+        out["pp_split_err"] = out["split_worst"] = "not computed"
     layer = model.layer_types[0]
     bias = 4 * layer.param_mb * 0.025 * model.n_layers
     out["sdp_bias_mb"] = f"{bias:.2f} MB"
@@ -294,6 +314,17 @@ def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int) 
     return out
 
 
+def format_memory_rows(rows: list) -> str:
+    """A plain-text table of ``stage_rows`` (what ``python -m lib.galvatron memory`` prints): per plan and
+    stage, each term as estimated / measured MB (error), and the measured transient MB."""
+    head = f"{'plan':<22} {'model states':>24} {'activations':>24} {'peak':>24} {'transient':>9}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        cells = [f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({_pct(r[f'err_{t}'])})" for t in TERMS]
+        lines.append(f"{r['name'][:22]:<22} " + " ".join(f"{c:>24}" for c in cells) + f" {r['transient_mb']:9.2f}")
+    return "\n".join(lines)
+
+
 def memory_glue(rows: list) -> dict:
     """The numbers the chapter's prose quotes: the tolerance and the largest error of each term."""
     out = {"mem_tol": f"{TOLERANCE:.0%}"}
@@ -308,4 +339,4 @@ def memory_glue(rows: list) -> dict:
 __all__ = ["TERMS", "TOLERANCE", "CATEGORIES", "TRANSIENT", "search_plan_of", "stage_estimate",
            "measured_terms", "memory_comparison", "within", "worst", "validate_summary", "memory_plans",
            "measure_memory", "stage_rows", "memory_table", "memory_figure", "memory_glue", "MEASURED", "ESTIMATED",
-           "measured_label", "weight_inflation", "memory_findings"]
+           "measured_label", "weight_inflation", "memory_findings", "format_memory_rows"]

@@ -101,6 +101,23 @@ def other_act_mb_per_sample(cfg: ModelConfig, batch: int = 2, seed: int = 0) -> 
     return n / batch / 2 ** 20
 
 
+def other_split(cfg: ModelConfig, batch: int = 2, seed: int = 0) -> dict:
+    """Which share of the memory outside the layers the first pipeline stage holds (the embedding) and which
+    the last (final norm, head, loss): ``{"states": (first, last), "act": (first, last)}``, each pair summing
+    to 1. States by parameter count; activations by the bytes each part saves for backward, counted alone
+    (the head's input is counted with the head, as the last block's output it is)."""
+    full = init_params(cfg, seed)
+    e = {k: v.clone().requires_grad_() for k, v in full["embed"].items()}
+    h = {k: v.clone().requires_grad_() for k, v in full["head"].items()}
+    idx = torch.randint(0, cfg.vocab, (batch, cfg.seq_len), generator=torch.Generator().manual_seed(seed))
+    x = torch.randn(batch, cfg.seq_len, cfg.d_model, generator=torch.Generator().manual_seed(seed + 1))
+    x.requires_grad_()
+    first = saved_bytes(lambda: embed_forward(idx, e), e.values())
+    last = saved_bytes(lambda: head_loss_sum(x, idx, h), h.values())
+    pe, ph = sum(v.numel() for v in e.values()), sum(v.numel() for v in h.values())
+    return {"states": (pe / (pe + ph), ph / (pe + ph)), "act": (first / (first + last), last / (first + last))}
+
+
 def activation_mb_per_sample(cfg: ModelConfig, batch: int = 2, tp_degrees=(1, 2, 4, 8), seed: int = 0,
                              device: str = "cpu") -> dict:
     """TP degree -> MB per sample one block's TP shard saves for backward (its weights left out), for every

@@ -90,6 +90,10 @@ def test_findings_quote_each_gap():
     assert f["sdp_bias_mb"] == f"{4 * PROFILE.layer_types[0].param_mb * 0.025 * 4:.2f} MB"
     assert "+" in f["act_inflation"] and "profiling batch of 8" in f["act_inflation"]
     assert f["act_err_flat"] == "0.0%"  # DP, SDP and TP: every estimate exact on these synthetic records
+    assert f["pp_split_err"] == "not computed"
+    g = mr.memory_findings(rows, _measured(plans), PROFILE, CFG, 8, split_rows=rows)
+    assert g["pp_split_err"] == "+0.0% on the first stage"
+    assert g["split_worst"] == "0.0% for model states and 0.0% for activations"
 
 
 def test_weight_inflation_is_the_weights_over_the_batch():
