@@ -177,6 +177,21 @@ def memory_decides_table(capped, placements: Mapping[str, Sequence[int]], captio
                   "fits without"), rows, caption)
 
 
+#: The write-up's own hand-made placements (single GPU, the human two-GPU split, the four-way layer split):
+#: the book's FLOP-balanced pipelines are left out.
+WRITE_UP_HAND = ("single_gpu", "human_2gpu", "4-way layer split")
+
+
+def against_write_up_hand(h2h):
+    """``h2h`` with only the RL pick and the write-up's own hand-made placements (``WRITE_UP_HAND``), so that its
+    ``verdict()`` and ``gap_se`` compare like with like; the book's pipelines are dropped."""
+    from dataclasses import replace as _replace
+
+    keep = [e for e in h2h.entries if (e.role == "pick" and e.side in (h2h.rl_side, *WRITE_UP_HAND))
+            or (e.role == "fixed" and e.label in WRITE_UP_HAND)]
+    return _replace(h2h, entries=tuple(keep))
+
+
 def agreeing_overheads(graph, hw, cap: float, must_fail: Sequence[int], must_fit: Sequence[int],
                        grid: Sequence[float] = tuple(np.round(np.arange(1.0, 1.6, 0.01), 2))) -> list[float]:
     """The allocator overheads in ``grid`` for which ``must_fail`` runs out of memory and ``must_fit`` fits
