@@ -54,6 +54,8 @@ def _parser() -> OneLineParser:
                     help="search a plan for a published model profile (bert-huge-32, ...) instead")
     pl.add_argument("--gpus", type=int, default=8, help="--search: GPUs of the published cluster (8 or 16)")
     pl.add_argument("--budget-gb", type=float, default=16.0, help="--search: memory budget per GPU, GB")
+    pl.add_argument("--rules", default="galvatron2",
+                    help="--search: the cost rules, galvatron2 (default) or vldb2023 (the paper's artifact)")
     pl.add_argument("--out", default=None, help="--search: write the plan JSON here (the command runs it)")
     pl.add_argument("--print-torchrun", action="store_true", help="print the torchrun command that runs it")
     pl.add_argument("--megatron", action="store_true", help="print Megatron-LM's flags for it")
@@ -188,7 +190,11 @@ def _plan_cmd(args) -> int:
             raise ValueError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
         check_int("--gpus", args.gpus, 1, 65536)
         check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
-        res = search(load_model(args.search), published_cluster(args.gpus), args.budget_gb)
+        from .search.rules import PRESETS
+
+        if args.rules not in PRESETS:
+            raise ValueError(f"--rules {args.rules!r} is not a rule set; allowed: {sorted(PRESETS)}")
+        res = search(load_model(args.search), published_cluster(args.gpus), args.budget_gb, rules=args.rules)
         if not res.feasible:
             raise ValueError(f"--budget-gb {args.budget_gb:g}: no plan of {args.search} fits on "
                              f"{args.gpus} GPUs; allowed: a larger budget")

@@ -91,10 +91,24 @@ def test_cli_searches_writes_and_prints_a_plan_that_parses(tmp_path):
     assert Plan.from_dict(read_plan(args.plan)) == plan and plan.n_layers == 32
 
 
+def test_cli_search_takes_the_cost_rules():
+    """At 8 GB the artifact's rules (vldb2023) pipeline BERT-Huge-32 in 2 stages; today's (galvatron2) do not."""
+    from lib.galvatron.search.engine import search
+    from lib.galvatron.search.profiles import load_model, published_cluster
+
+    for rules in ("vldb2023", "galvatron2"):
+        rc, out, err = call_main(main, ["plan", "--search", "bert-huge-32", "--budget-gb", "8", "--rules", rules])
+        want = search(load_model("bert-huge-32"), published_cluster(8), 8.0, rules=rules).plan
+        assert rc == 0 and out.splitlines()[0] == want.summary(), (rules, out, err)
+    assert "pp=2" in call_main(main, ["plan", "--search", "bert-huge-32", "--budget-gb", "8", "--rules",
+                                      "vldb2023"])[1]
+
+
 @pytest.mark.parametrize("argv,words", [
     (["plan"], ["exactly one of --plan", "--search"]),
     (["plan", "--search", "gpt-9"], ["--search", "gpt-9", "bert-huge-32"]),
     (["plan", "--search", "bert-huge-32", "--budget-gb", "0"], ["--budget-gb"]),
+    (["plan", "--search", "bert-huge-32", "--rules", "nope"], ["--rules", "nope", "vldb2023"]),
 ])
 def test_cli_plan_errors_are_one_line(argv, words):
     rc, _, err = call_main(main, argv)
