@@ -77,7 +77,7 @@ def _free_previous_plan(cuda: bool) -> int:
 def train_job(job: dict, rank: int, world_size: int) -> dict:
     """For each plan (``job["plans"]`` or ``job["plan"]``): time ``steps`` iterations after ``warmup``.
     Per plan: this rank's iteration seconds, median, losses and peak memory (RSS on CPU, allocator on CUDA),
-    and (unless ``job["memory"]`` is false) the peak of one more step by category (``memory.measure_step``)."""
+    and (unless ``job["memory"]`` is false) the peak of one more step by category (``memory_step.measure_step``)."""
     from .pipeline import timed_steps
 
     plans = job.get("plans") or [job["plan"]]
@@ -93,7 +93,7 @@ def train_job(job: dict, rank: int, world_size: int) -> dict:
         res = timed_steps(r, int(job.get("warmup", 2)) + extra, int(job.get("steps", 5)))
         mem = None
         if job.get("memory", True):  # one more step, counted tensor by tensor (``memory``), not timed
-            from .memory import measure_step
+            from .memory_step import measure_step
 
             mem = measure_step(r, len(res["losses"])).to_dict()
         out.append({"memory": mem, "plan": r.plan.label(), "stage": r.stage, "sdp_impl": r.sdp_impl, "iter_s": res["iter_s"],

@@ -256,40 +256,4 @@ class StepMemory(TorchDispatchMode):
                             end_bytes=end, cuda_max_allocated=cuda_max_allocated)
 
 
-def model_state_tensors(runner) -> list:
-    """Every tensor of ``runner``'s model states: its parameters (FSDP2's local shards), their gradients and
-    the optimizer's state tensors."""
-    out = []
-    for p in runner.params:
-        out.append(p)
-        if p.grad is not None:
-            out.append(p.grad)
-    for state in runner.opt.state.values():
-        out += [v for v in state.values() if isinstance(v, torch.Tensor)]
-    return out
-
-
-def measure_step(runner, step: int) -> MemoryRecord:
-    """Run one training step of ``runner`` (a ``StageRunner``) under ``StepMemory``; its peak by category.
-    Run it after at least one step, so that gradients and optimizer states already exist."""
-    from .pipeline import gpipe_step
-
-    cuda = runner.dev.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize(runner.dev)
-        torch.cuda.reset_peak_memory_stats(runner.dev)
-        base = torch.cuda.memory_allocated(runner.dev)
-    tracker = StepMemory()
-    tracker.register_model_states(model_state_tensors(runner))
-    with tracker:
-        gpipe_step(runner, step, reduce_loss=False)
-    peak_cuda = None
-    if cuda:
-        torch.cuda.synchronize(runner.dev)
-        peak_cuda = int(torch.cuda.max_memory_allocated(runner.dev))
-        peak_cuda = max(peak_cuda, base)
-    return tracker.record(peak_cuda)
-
-
-__all__ = ["CATEGORIES", "TRANSIENT", "MemoryRecord", "StepMemory", "region", "mark_gathered", "measure_step",
-           "model_state_tensors"]
+__all__ = ["CATEGORIES", "TRANSIENT", "MemoryRecord", "StepMemory", "region", "mark_gathered"]
