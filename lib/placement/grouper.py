@@ -96,6 +96,21 @@ class HierarchicalPlacer(nn.Module):
         self._with_groups(g.tolist())
         return logp_nodes.gather(1, g.unsqueeze(1)).sum() + self.placer.evaluate([list(row_devices)]).log_prob[0]
 
+    def evaluate_latent(self, groups, rows) -> Samples:
+        """Joint log-probabilities and entropies of K given groupings (K, n_nodes) and row devices (K, n_groups)
+        under the current weights (PPO re-scores a batch with this)."""
+        logp_nodes = torch.log_softmax(self.group_logits(), dim=-1)
+        g_ent = -(logp_nodes.exp() * logp_nodes).sum()
+        logps, ents = [], []
+        for g, r in zip(torch.as_tensor(groups).tolist(), torch.as_tensor(rows).tolist()):
+            self._with_groups(g)
+            s = self.placer.evaluate([r])
+            logps.append(logp_nodes.gather(1, torch.tensor(g).unsqueeze(1)).sum() + s.log_prob[0])
+            ents.append(g_ent + s.entropy[0])
+        return Samples(actions=torch.tensor([self.node_devices(g, r) for g, r in
+                                             zip(torch.as_tensor(groups).tolist(), torch.as_tensor(rows).tolist())]),
+                       log_prob=torch.stack(logps), entropy=torch.stack(ents))
+
     @torch.no_grad()
     def greedy(self) -> tuple[int, ...]:
         g = self.group_logits().argmax(dim=-1).tolist()

@@ -25,11 +25,12 @@ import torch
 
 from lib import runlog
 from lib.placement.env import Measurement, PlacementEnv
-from lib.placement.placer import Placer, PlacerInputs, check_groups, expand
+from lib.placement.placer import PlacerInputs, check_groups, expand
 from lib.placement.reinforce_baselines import BASELINES, costs_of, leave_one_out, moving_average
 from lib.placement.reinforce_checkpoint import (RESUMABLE_KEYS, check_signature, checkpoint_path, env_rng_state,
                                                 model_signature, open_run_log, save_atomic, set_env_rng_state)
 from lib.placement.reinforce_run import RunResult, TrainConfig, merge_top
+from lib.placement.updates import make_policy, update
 
 __all__ = ["BASELINES", "RESUMABLE_KEYS", "RunResult", "TrainConfig", "Trainer", "check_signature",
            "checkpoint_path", "merge_top", "model_signature", "train"]
@@ -45,13 +46,14 @@ class Trainer:
                  resume: bool = True, env_info: Any = None):
         self.env, self.config = env, config
         self.groups = check_groups(groups, env.n_nodes) if groups is not None else None
+        if config.policy == "hierarchical" and self.groups is not None:
+            raise ValueError("groups: the hierarchical policy learns its own groups; pass groups=None")
         if len(graph.nodes) != env.n_nodes:
             raise ValueError(f"graph has {len(graph.nodes)} nodes but the environment places {env.n_nodes}")
         self.inputs = PlacerInputs.from_graph(graph, self.groups)
         with torch.random.fork_rng(devices=[]):  # seeded initialisation without touching the global RNG
             torch.manual_seed(config.seed)
-            self.placer = Placer(self.inputs, env.n_devices, config.hidden, config.op_embed, config.dev_embed,
-                                 config.logit_tanh, init=config.init, temperature=config.temperature)
+            self.placer = make_policy(config, self.inputs, graph, env.n_devices)  # updates.py: placer or hierarchical
         self.opt = torch.optim.Adam(self.placer.parameters(), lr=config.lr)
         self.gen = torch.Generator().manual_seed(config.seed)
         self.baseline: float | None = None
@@ -120,12 +122,7 @@ class Trainer:
         costs = costs_of(step_s)
         base = self.baselines(costs)
         adv = torch.tensor(costs - base, dtype=torch.float32)
-        loss = (adv * s.log_prob).mean() - cfg.entropy * s.entropy.mean()
-        self.opt.zero_grad()
-        loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.placer.parameters(), cfg.grad_clip)
-        self.opt.step()
+        loss, extra = update(self, s, items, adv)  # updates.py: REINFORCE's one step or PPO's epochs
         identical = all(a == items[0] for a in items)
         self.top = merge_top(self.top, placements, step_s.tolist(), cfg.top_n)
         fav = expand(self.placer.greedy(), self.groups, self.env.n_nodes)
@@ -147,6 +144,7 @@ class Trainer:
             "best_placement": list(self.top[0][0]),
             "favourite": list(fav),
             "stop": self.stopped,
+            **extra,
         }
         self.records.append(rec)
         if self.log is not None:

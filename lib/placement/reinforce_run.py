@@ -16,6 +16,10 @@ from lib import runlog
 from lib.placement.reinforce_baselines import BASELINES
 
 
+#: The settings chapter 4 added (the update rule and the policy; see ``updates.py``).
+CHAPTER4_KEYS = ("algorithm", "ppo_epochs", "ppo_clip", "policy", "n_groups")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One REINFORCE run. The placer's defaults are the 2018 authors' code's (hidden 512, Glorot init, forget
@@ -39,6 +43,12 @@ class TrainConfig:
     temperature: float = 1.0  # the 2018 code's temperature
     cache_measurements: bool = False  # only for deterministic environments (noise off)
     seed: int = 0
+    # chapter 4 (updates.py): the update and the policy; at these defaults a run is chapters 2-3's, bit for bit
+    algorithm: str = "reinforce"  # or "ppo"
+    ppo_epochs: int = 4
+    ppo_clip: float = 0.2
+    policy: str = "placer"  # or "hierarchical" (the grouper of Mirhoseini et al. 2018 learns the groups)
+    n_groups: int = 16
 
     def __post_init__(self):
         # exact types first (a run config read back from a log's header must not be coerced): ints reject
@@ -59,6 +69,16 @@ class TrainConfig:
             raise ValueError(f"init must be one of {INITS}; got {self.init!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0; got {self.temperature}")
+        from lib.placement.ppo import check_ppo
+        from lib.placement.updates import ALGORITHMS, POLICIES
+
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm {self.algorithm!r}: must be one of {ALGORITHMS}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy {self.policy!r}: must be one of {POLICIES}")
+        check_ppo(self.ppo_epochs, self.ppo_clip)
+        if isinstance(self.n_groups, bool) or not isinstance(self.n_groups, numbers.Integral) or self.n_groups < 1:
+            raise ValueError(f"n_groups {self.n_groups!r}: must be an integer >= 1")
         if self.baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
         if self.k < 1:
@@ -82,7 +102,14 @@ class TrainConfig:
             raise ValueError(f"grad_clip must be > 0 or None; got {self.grad_clip}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The JSON form; chapter 4's settings appear only when they differ from the defaults, so the header of
+        a REINFORCE run (and resuming a log written before they existed) is unchanged."""
+        d = asdict(self)
+        for name in CHAPTER4_KEYS:
+            if d[name] == getattr(TrainConfig, name) and not (name.startswith("ppo") and self.algorithm == "ppo") \
+                    and not (name == "n_groups" and self.policy == "hierarchical"):
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
