@@ -230,7 +230,7 @@ def fit_term(graph, profile, make: Callable[[float], Mechanisms], key: str, lo: 
     return 0.5 * (lo + hi)
 
 
-HYPOTHESIS = "power-limited clocks, fitted to A's 7 % (hypothesis)"
+HYPOTHESIS = "power-limited clocks fitted to the 7 % A gain (hypothesis)"
 
 
 def power_hypothesis(profile="4xT4-pcie") -> Mechanisms:

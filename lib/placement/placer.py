@@ -11,8 +11,9 @@ from [h; context]. Sampling K placements runs the K decoders as one batch.
 Defaults follow the 2018 authors' released code (``hierarchical_controller.py``), the only code of that group
 that is public: hidden size 512, Glorot-uniform initialisation of every weight matrix, LSTM forget-gate bias
 1.0, temperature 1. Its ``tanh_constant`` (logits squashed to tanh · 1) is *not* the default: with 4 devices it
-caps a decision's probability at e / (e + 3/e) = 0.71, so 8 identical samples of 40 decisions would have
-probability below 10^-100 and the write-up's collapse could not happen; ``logit_tanh`` switches it on.
+caps a decision's probability at e / (e + 3/e) = 0.71, so 8 identical samples of one decision have probability
+at most 0.0654 and of 40 decisions below 10^-47: the write-up's collapse could not happen. ``logit_tanh``
+switches it on.
 ``init="torch"`` gives PyTorch's default initialisation (uniform ±1/√fan_in, forget bias 0), the placer of
 earlier versions of this book. Used in: Part I, chapters 2-3.
 """

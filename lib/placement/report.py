@@ -357,6 +357,12 @@ def collapse_text(result) -> str:
     return "never" if u is None else f"at update {u}"
 
 
+def collapse_within_text(result, n_updates: int) -> str:
+    """"at update N", or "not within the n_updates updates" when the run never collapsed."""
+    u = collapse_update(result)
+    return f"not within the {n_updates} updates" if u is None else f"at update {u}"
+
+
 def compare_collapse(result, reference) -> str:
     """"earlier than", "later than", "at the same update as", "like" or "unlike" (both never / one never)."""
     u, u0 = collapse_update(result), collapse_update(reference)
@@ -388,7 +394,7 @@ PLACER_CHOICES: tuple[tuple[str, str, str], ...] = (
     ("optimizer", "Adam", "optimizer_type of the 2018 authors' code"),
     ("temperature", "1", "the 2018 authors' code"),
     ("logits squashed by tanh", "no", "the 2018 code's tanh_constant 1 caps each decision at p = 0.71, under which "
-     "8 identical samples of 40 decisions are impossible (p < 1e-100): the write-up's collapse rules it out"),
+     "8 identical samples of 40 decisions are impossible (p < 1e-47): the write-up's collapse rules it out"),
     ("op features", "op type, log-scaled output shape, adjacency offsets", "the paper's three parts; scaled so "
      "the LSTM is not saturated (the 2018 code feeds raw indices and shapes)"),
     ("encoder", "one-directional LSTM", "the write-up (an encoder LSTM reads the nodes in order); the 2018 "
