@@ -1,0 +1,236 @@
+"""Chapter 4's experiments ("Then break it"): the write-up's open questions, each through the run log and the
+head-to-head protocol of chapters 2-3.
+
+- ``train`` wraps ``experiment.train_run`` with a run name that also says the algorithm and the policy;
+- ``sharded_head_to_head`` runs the head-to-head with the sharded-AdamW baseline (``sim_sharded``) in place of
+  the single GPU, logged as an ``.eval.jsonl`` that ``experiment.read_evaluation`` reads;
+- ``sharding_table``: the noiseless single-GPU and sharded steps on one profile, phase by phase;
+- ``fit_table``: which hand-made placements fit in memory, with their peaks;
+- ``samples_to_within`` / ``efficiency_table`` / ``best_so_far_figure``: sample efficiency of several runs per
+  method (placements evaluated until the best found is within ``tol`` of a reference), with t intervals;
+- ``machine_transfer``: a run's picks re-evaluated on other simulated machines (machine seeds).
+
+Every number is from the simulator unless the spec says ``device="real"``; tables say their source.
+Used in: Part I, chapter 4 ("Then break it").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from lib import runlog
+from lib.html_table import HTMLTable
+
+#: Two-sided 95 % Student-t quantiles t_{0.975, df} for df = 1..10 (standard table); 1.96 beyond.
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def run_name(spec, cfg, colocate: bool) -> str:
+    """``experiment.run_name`` plus the algorithm and the policy when they are not chapters 2-3's."""
+    from lib.placement.experiment import run_name as base
+
+    name = base(spec, cfg, colocate)
+    extra = ""
+    if cfg.algorithm == "ppo":
+        extra += f"_ppo{cfg.ppo_epochs}c{cfg.ppo_clip:g}"
+    if cfg.policy == "hierarchical":
+        extra += f"_hier{cfg.n_groups}"
+    if cfg.hidden != 512:
+        extra += f"_h{cfg.hidden}"
+    return name[: name.rfind("_s")] + extra + name[name.rfind("_s"):]
+
+
+def train(spec, cfg, colocate: bool = True, out_dir: str = "data/runs", progress: bool = False):
+    """One run (resumed when its log exists); the hierarchical policy learns its groups (no co-location)."""
+    from lib.placement.experiment import train_run
+
+    colocate = colocate and cfg.policy == "placer"
+    return train_run(spec, cfg, colocate=colocate, out_dir=out_dir, name=run_name(spec, cfg, colocate),
+                     progress=progress)
+
+
+def sharded_head_to_head(run_path: str, spec, rounds_select: int = 4, rounds_confirm: int = 8,
+                         steps_per_round: int = 10, seed: int = 0, out_path: str | None = None):
+    """The head-to-head of a run's picks against the sharded-AdamW baseline (model on one GPU, every GPU
+    choosable), the human two-GPU split and the fixed baselines, on ``spec``; logged and read back."""
+    from lib.placement.evaluate import head_to_head, seed_sides
+    from lib.placement.experiment import make_env, read_evaluation
+    from lib.placement.reinforce import RunResult, check_signature, model_signature
+    from lib.placement.sim_sharded import ShardedOptimizerEnv
+
+    if spec.device != "sim":
+        raise ValueError(f"device {spec.device!r}: the sharded baseline is simulated here; on GPUs use "
+                         "TorchPlacementEnv(optimizer='sharded')")
+    run = RunResult.from_log(run_path)
+    base = make_env(spec)
+    check_signature(run.header, model_signature(base.graph, run.header["model"]["groups"], base.n_devices),
+                    run_path)
+    env = ShardedOptimizerEnv(base)
+    sides, fixed = seed_sides(run, base.graph, base.n_devices)
+    sides["sharded_adamw"] = [(f"GPU {g} + sharded AdamW", p) for g, (_, p) in enumerate(sides.pop("single_gpu"))]
+    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
+                       rng=np.random.default_rng(seed))
+    stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
+    out_path = out_path or stem + ".sharded.eval.jsonl"
+    header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
+                                 "steps_per_round": steps_per_round, "baseline": "sharded_adamw",
+                                 "run": os.path.basename(run_path)},
+                                {**spec.to_dict(), "describe": env.describe()}, seed, run_kind="evaluate",
+                                model=run.header["model"])
+    log = runlog.RunLog.create(out_path, header)
+    log.append(h2h.to_dict())
+    return read_evaluation(out_path)[1]
+
+
+def sharding_table(profiles: Sequence[str], preset: str = "49m", gpu: int = 0) -> HTMLTable:
+    """Per profile (noiseless simulator): the single-GPU step and the sharded-AdamW step, phase by phase."""
+    from lib.placement.sim_env import SimPlacementEnv
+    from lib.placement.sim_sharded import sharded_step
+
+    rows = []
+    for prof in profiles:
+        env = SimPlacementEnv(preset, prof)
+        st = sharded_step(env, gpu)
+        one = st.forward_s + st.backward_s + st.single_gpu_optimizer_s
+        rows.append((prof, f"{(st.forward_s + st.backward_s) * 1e3:.1f}", f"{st.single_gpu_optimizer_s * 1e3:.2f}",
+                     f"{st.optimizer_s * 1e3:.2f}", f"{one * 1e3:.1f}", f"{st.step_s * 1e3:.1f}",
+                     f"{(one - st.step_s) / one * 100:+.1f}%"))
+    return HTMLTable(("profile", "forward + backward (ms)", "AdamW, one GPU (ms)", "AdamW sharded, copies incl. (ms)",
+                      "step, one GPU (ms)", "step, sharded (ms)", "sharded saves"), tuple(rows),
+                     caption=f"simulated (noiseless), GPT {preset}, model on GPU {gpu}", nowrap=(1, 2, 3, 4, 5, 6))
+
+
+def fit_table(env) -> HTMLTable:
+    """Every hand-made placement of ``env``'s graph: fits or not, its largest per-device peak, its step."""
+    from lib.placement import baselines as bl
+    from lib.placement.sim_sharded import ShardedOptimizerEnv
+
+    cands = (bl.single_devices(env.graph, env.n_devices)[:1] + bl.human_two_gpu(env.graph, env.n_devices)[:1]
+             + list(bl.fixed_baselines(env.graph, env.n_devices)))
+    rows = []
+    for label, p in cands:
+        m = env.measure(p)
+        rows.append((label, "no (out of memory)" if m.oom else "yes", f"{max(m.peak_mem_bytes) / 1e9:.2f}",
+                     "-" if m.oom else f"{m.step_s * 1e3:.0f}"))
+    sh = ShardedOptimizerEnv(env).measure(cands[0][1])
+    rows.append(("GPU 0 + sharded AdamW", "no (out of memory)" if sh.oom else "yes",
+                 f"{max(sh.peak_mem_bytes) / 1e9:.2f}", "-" if sh.oom else f"{sh.step_s * 1e3:.0f}"))
+    cap = min(env.cap_bytes) / 1e9
+    return HTMLTable(("placement", "fits", "largest peak (GB)", "step (ms)"), tuple(rows),
+                     caption=f"{env.describe()}; memory available per GPU {cap:.2f} GB", nowrap=(2, 3))
+
+
+def best_so_far(res) -> tuple[np.ndarray, np.ndarray]:
+    """(placements evaluated, best step time found so far in seconds), one point per update."""
+    n, best, xs, ys = 0, math.inf, [], []
+    for r in res.records:
+        n += len(r["step_s"])
+        best = min(best, min(r["step_s"]))
+        xs.append(n)
+        ys.append(best)
+    return np.array(xs), np.array(ys)
+
+
+def samples_to_within(res, ref_s: float, tol: float = 0.02) -> int | None:
+    """Placements evaluated until the run's best is within ``tol`` of ``ref_s`` (None: never in the run)."""
+    if not ref_s > 0 or not 0 <= tol < 1:
+        raise ValueError(f"ref_s {ref_s!r} must be > 0 and tol {tol!r} in [0, 1)")
+    xs, ys = best_so_far(res)
+    hit = np.nonzero(ys <= ref_s * (1 + tol))[0]
+    return int(xs[hit[0]]) if hit.size else None
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its two-sided 95 % Student-t interval (nan for fewer than 2 values)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return (float(v.mean()) if v.size else math.nan), math.nan
+    df = v.size - 1
+    t = T975[df - 1] if df <= len(T975) else 1.96
+    return float(v.mean()), float(t * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def efficiency(groups: Mapping[str, Sequence], tol: float = 0.02) -> tuple[float, dict]:
+    """The reference (the best step time any run found) and, per method, its runs' samples-to-``tol``
+    (a run that never gets there counts as its whole budget, a lower bound) and best times."""
+    ref = min(r.top[0][1] for runs in groups.values() for r in runs)
+    out = {}
+    for label, runs in groups.items():
+        hits = [samples_to_within(r, ref, tol) for r in runs]
+        budget = [sum(len(rec["step_s"]) for rec in r.records) for r in runs]
+        out[label] = {"samples": [h if h is not None else b for h, b in zip(hits, budget)],
+                      "reached": sum(h is not None for h in hits), "best_s": [r.top[0][1] for r in runs],
+                      "budget": max(budget)}
+    return ref, out
+
+
+def efficiency_table(groups: Mapping[str, Sequence], tol: float = 0.02, source: str = "") -> HTMLTable:
+    ref, eff = efficiency(groups, tol)
+    rows = []
+    for label, e in eff.items():
+        m, h = t_interval(e["samples"])
+        bm, bh = t_interval([b * 1e3 for b in e["best_s"]])
+        rows.append((label, len(e["samples"]), f"{e['reached']} of {len(e['samples'])}",
+                     f"{m:.0f} ± {h:.0f}", f"{bm:.1f} ± {bh:.1f}", e["budget"]))
+    cap = (f"placements evaluated until the best found is within {tol:.0%} of {ref * 1e3:.1f} ms (the best any "
+           f"run found); mean ± 95% t interval over seeds; a run that never gets there counts its budget. {source}")
+    return HTMLTable(("method", "seeds", "reached", "placements to within", "best found (ms)", "budget"),
+                     tuple(rows), caption=cap, nowrap=(3, 4))
+
+
+def best_so_far_figure(groups: Mapping[str, Sequence], title: str):
+    """Best step time found so far against placements evaluated: each method's mean over its seeds."""
+    import plotly.graph_objects as go
+
+    from lib.viz import layout
+
+    fig = go.Figure()
+    for label, runs in groups.items():
+        curves = [best_so_far(r) for r in runs]
+        n = min(len(x) for x, _ in curves)
+        xs = curves[0][0][:n]
+        ys = np.mean([y[:n] for _, y in curves], axis=0) * 1e3
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (mean of {len(runs)})"))
+    fig.update_xaxes(title_text="placements evaluated")
+    fig.update_yaxes(title_text="best step time found (ms)")
+    return layout(fig, title, height=380)
+
+
+def machine_transfer(run_path: str, spec, machine_seeds: Sequence[int], rounds_select: int = 4,
+                     rounds_confirm: int = 8, steps_per_round: int = 10) -> list[dict]:
+    """The run's picks against every single GPU on each machine (simulated machine seeds, noise on): the RL pick's
+    gain over the best single GPU there. The first seed is the training machine's."""
+    from lib.placement.experiment import evaluate_run
+
+    stem = run_path[:-len(".jsonl")]
+    rows = []
+    for s in machine_seeds:
+        h2h, _ = evaluate_run(run_path, replace(spec, noise=True, env_seed=int(s)), rounds_select, rounds_confirm,
+                              steps_per_round, seed=int(s), phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
+        rl, one = h2h.entry("rl"), h2h.entry("single_gpu")
+        rows.append({"machine": int(s), "rl_ms": rl.mean_s * 1e3, "rl_label": rl.label, "gpu_ms": one.mean_s * 1e3,
+                     "gpu_label": one.label, "gain_ms": (one.mean_s - rl.mean_s) * 1e3,
+                     "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se})
+    return rows
+
+
+def transfer_table(rows: Sequence[dict], home: int, source: str) -> HTMLTable:
+    out = tuple((f"{r['machine']}" + (" (trained here)" if r["machine"] == home else ""), r["rl_label"],
+                 f"{r['rl_ms']:.1f}", r["gpu_label"], f"{r['gpu_ms']:.1f}", f"{r['gain_ms']:+.1f}",
+                 f"{r['gain_pct']:+.1f}%") for r in rows)
+    return HTMLTable(("machine seed", "RL pick", "RL (ms)", "best single GPU", "GPU (ms)", "gain (ms)", "gain"),
+                     out, caption=f"head-to-head on each machine; {source}", nowrap=(2, 4, 5, 6))
+
+
+def transfer_summary(rows: Sequence[dict], home: int) -> dict:
+    """The gain on the training machine, the mean gain elsewhere, and the machine-specific share of it."""
+    at_home = next(r["gain_ms"] for r in rows if r["machine"] == home)
+    away = [r["gain_ms"] for r in rows if r["machine"] != home]
+    mean_away = float(np.mean(away)) if away else math.nan
+    share = (at_home - mean_away) / at_home if at_home > 0 else math.nan
+    return {"home_ms": at_home, "away_ms": mean_away, "specific_share": share}

@@ -1,0 +1,84 @@
+"""Chapter 4's experiments (break_it.py): sample efficiency, intervals, the sharded head-to-head's log, transfer."""
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from lib.placement import break_it as B
+from lib.placement.experiment import EnvSpec, read_evaluation
+from lib.placement.reinforce import TrainConfig
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _res(step_lists):
+    recs = [{"step_s": s} for s in step_lists]
+    return SimpleNamespace(records=recs, top=[((0,), min(min(s) for s in step_lists))])
+
+
+def test_samples_to_within_counts_placements_until_the_best_is_close():
+    r = _res([[3.0, 2.5], [2.2, 2.4], [2.0, 2.1]])
+    assert B.samples_to_within(r, 2.0, 0.02) == 6
+    assert B.samples_to_within(r, 2.0, 0.11) == 4  # 2.2 <= 2.22
+    assert B.samples_to_within(r, 1.0, 0.02) is None
+    with pytest.raises(ValueError, match="tol 2"):
+        B.samples_to_within(r, 2.0, 2)
+
+
+def test_t_interval_by_hand():
+    m, h = B.t_interval([1.0, 2.0, 3.0])
+    assert m == 2.0 and h == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert math.isnan(B.t_interval([5.0])[1])
+
+
+def test_efficiency_uses_the_best_of_all_runs_and_counts_a_miss_as_its_budget():
+    fast, slow = _res([[2.0, 3.0]]), _res([[3.0, 3.0], [2.5, 2.9]])
+    ref, eff = B.efficiency({"a": [fast], "b": [slow]})
+    assert ref == 2.0 and eff["a"]["samples"] == [2] and eff["b"]["samples"] == [4] and eff["b"]["reached"] == 0
+
+
+def test_run_names_say_algorithm_and_policy():
+    spec = EnvSpec()
+    a = B.run_name(spec, TrainConfig(), True)
+    p = B.run_name(spec, TrainConfig(algorithm="ppo", hidden=64), True)
+    h = B.run_name(spec, TrainConfig(policy="hierarchical", n_groups=8), False)
+    assert len({a, p, h}) == 3 and "_ppo4c0.2_h64_s0" in p and "_hier8" in h and a.endswith("_s0")
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    spec = EnvSpec(preset="ci", noise=True)
+    return spec, B.train(spec, TrainConfig(n_iters=3, hidden=16, op_embed=4, dev_embed=4), out_dir=str(d))
+
+
+def test_sharded_head_to_head_is_logged_and_read_back(ci_run):
+    spec, run = ci_run
+    h = B.sharded_head_to_head(run.path, replace(spec, env_seed=1), 1, 2, 2)
+    sides = {e.side for e in h.entries}
+    assert {"rl", "sharded_adamw"} <= sides and "single_gpu" not in sides
+    header, logged, _ = read_evaluation(run.path[:-len(".jsonl")] + ".sharded.eval.jsonl")
+    assert header["config"]["baseline"] == "sharded_adamw" and logged.to_dict() == h.to_dict()
+    assert "sharded over all 4 GPUs" in h.source
+
+
+def test_machine_transfer_rows_and_summary(ci_run):
+    spec, run = ci_run
+    rows = B.machine_transfer(run.path, spec, [0, 1], 1, 2, 2)
+    assert [r["machine"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["gain_ms"] == pytest.approx(r["gpu_ms"] - r["rl_ms"])
+    s = B.transfer_summary([{"machine": 0, "gain_ms": 10.0}, {"machine": 1, "gain_ms": 4.0},
+                            {"machine": 2, "gain_ms": 2.0}], 0)
+    assert s == {"home_ms": 10.0, "away_ms": 3.0, "specific_share": 0.7}
+
+
+def test_tables_render():
+    t = B.sharding_table(["4xT4-pcie"], preset="ci")
+    assert len(t.rows) == 1 and "simulated" in t.caption
+    from lib.placement.experiment import make_env
+
+    f = B.fit_table(make_env(EnvSpec(preset="ci")))
+    assert f.rows[-1][0] == "GPU 0 + sharded AdamW" and all(r[1] in ("yes", "no (out of memory)") for r in f.rows)
