@@ -1,4 +1,4 @@
-"""What chapter 4 prints (lib/galvatron/runtime/stage/report.py): plans checked, tables, verdicts, the figure."""
+"""What chapter 8 prints (lib/galvatron/runtime/stage/report.py): plans checked, tables, verdicts, the figure."""
 
 import os
 
@@ -150,7 +150,11 @@ def test_the_fsdp2_probe_runs_without_a_deprecation_warning():
             "    warnings.simplefilter('always')\n"
             "    sdp.probe_fsdp2()\n"
             "dist.destroy_process_group()\n"
-            "print('WARNINGS', [str(x.message) for x in w if issubclass(x.category, (FutureWarning, DeprecationWarning))])\n")
+            "print('WARNINGS', [str(x.message) for x in w if issubclass(x.category, (FutureWarning, DeprecationWarning))],"
+            " flush=True)\n"
+            # leave without the interpreter's teardown: gloo's threads abort it now and then ('terminate called
+            # without an active exception', about 1 run in 50 here), which is not what this test is about
+            "import os; os._exit(0)\n")
     from tests import ROOT
 
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
