@@ -234,3 +234,49 @@ def transfer_summary(rows: Sequence[dict], home: int) -> dict:
     mean_away = float(np.mean(away)) if away else math.nan
     share = (at_home - mean_away) / at_home if at_home > 0 else math.nan
     return {"home_ms": at_home, "away_ms": mean_away, "specific_share": share}
+
+
+def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:
+    """One row per head-to-head (keyed by what it is, e.g. a profile): the RL pick, the best other entry, the gap
+    in standard errors and the verdict's first words."""
+    rows = []
+    for key, h in h2hs.items():
+        rl, other = h.entry(rl_side), h.best_other
+        v = h.verdict()
+        rows.append((key, f"{rl.mean_s * 1e3:.1f}", other.label, f"{other.mean_s * 1e3:.1f}", f"{h.gap_se:+.1f}",
+                     v.split(":")[0]))
+    return HTMLTable(("machine", "RL pick (ms)", "best other", "other (ms)", "gap (SE)", "verdict"), tuple(rows),
+                     caption="head-to-head, confirmation means; simulated, noise on, a machine seed other than "
+                             "the training one", nowrap=(1, 3, 4))
+
+
+def clip_fractions(runs: Sequence) -> tuple[float, float]:
+    """The mean and the largest per-update clip fraction over PPO runs' logs."""
+    vals = [r["clip_fraction"] for res in runs for r in res.records if "clip_fraction" in r]
+    if not vals:
+        raise ValueError("no clip_fraction in these runs' records: are they PPO runs?")
+    return float(np.mean(vals)), float(np.max(vals))
+
+
+def noiseless_table(runs: Mapping[str, object], preset: str = "49m", gpu: int = 0) -> HTMLTable:
+    """Per profile (key) and its run: noiseless step times of the single GPU, the sharded baseline, the best
+    hand-made placement and the run's best pick (its fastest top placement, re-simulated without noise)."""
+    from lib.placement import baselines as bl
+    from lib.placement.sim_env import SimPlacementEnv
+    from lib.placement.sim_sharded import sharded_step
+
+    rows = []
+    for prof, run in runs.items():
+        env = SimPlacementEnv(preset, prof)
+        one = env.measure((gpu,) * env.n_nodes).step_s
+        sh = sharded_step(env, gpu).step_s
+        hand = [(lbl, env.measure(p)) for lbl, p in bl.human_two_gpu(env.graph, env.n_devices)
+                + list(bl.fixed_baselines(env.graph, env.n_devices))]
+        hand_lbl, hand_m = min(((lbl, m) for lbl, m in hand if not m.oom), key=lambda x: x[1].step_s)
+        rl = min(env.measure(p).step_s for p, _ in run.top)
+        rows.append((prof, f"{one * 1e3:.2f}", f"{sh * 1e3:.2f}", hand_lbl, f"{hand_m.step_s * 1e3:.2f}",
+                     f"{rl * 1e3:.2f}", f"{(one - rl) / one * 100:+.1f}%"))
+    return HTMLTable(("profile", "single GPU (ms)", "sharded AdamW (ms)", "best hand-made", "hand-made (ms)",
+                      "RL best pick (ms)", "RL vs single GPU"), tuple(rows),
+                     caption=f"simulated without noise, GPT {preset}; the RL pick is the fastest of the run's top "
+                             "placements, re-simulated", nowrap=(1, 2, 4, 5, 6))

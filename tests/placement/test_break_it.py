@@ -82,3 +82,21 @@ def test_tables_render():
 
     f = B.fit_table(make_env(EnvSpec(preset="ci")))
     assert f.rows[-1][0] == "GPU 0 + sharded AdamW" and all(r[1] in ("yes", "no (out of memory)") for r in f.rows)
+
+
+def test_verdict_table_and_clip_fractions(ci_run):
+    spec, run = ci_run
+    h = B.sharded_head_to_head(run.path, replace(spec, env_seed=2), 1, 2, 2, out_path=run.path + ".v.eval.jsonl")
+    t = B.verdict_table({"ci": h})
+    assert t.rows[0][0] == "ci" and t.rows[0][5] in ("RL wins", "RL loses", "no clear winner")
+    with pytest.raises(ValueError, match="clip_fraction"):
+        B.clip_fractions([run])
+    fake = SimpleNamespace(records=[{"clip_fraction": 0.25}, {"clip_fraction": 0.75}])
+    assert B.clip_fractions([fake]) == (0.5, 0.75)
+
+
+def test_noiseless_table_resimulates_the_picks(ci_run):
+    _, run = ci_run
+    t = B.noiseless_table({"4xT4-pcie": run}, preset="ci")
+    prof, one, sh, _, hand, rl, _ = t.rows[0]
+    assert prof == "4xT4-pcie" and float(rl) > 0 and float(one) > 0 and float(sh) > 0
