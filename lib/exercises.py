@@ -1,10 +1,10 @@
 """Check a reader's answer to a chapter's exercise: right or wrong, and how far off.
 
     from lib.exercises import check
-    check("ch8.2", 19.3)      # -> right: 19.3 vs the reference 19.27 min (off by 0.2%, allowed 1%)
+    check("ch9.2", 19.3)      # -> right: 19.3 vs the reference 19.27 min (off by 0.2%, allowed 1%)
 
-Each part keeps its exercises' reference answers beside its code (``lib/placement/exercises.py``,
-``lib/galvatron/exercises.py``, ``lib/straggler/exercises.py``) as ``ANSWERS``: a dict from the exercise's id
+Each part keeps its exercises' reference answers beside its code (``lib/placement/exercises.py`` and
+``exercises_break.py``, ``lib/galvatron/exercises.py``, ``lib/straggler/exercises.py``) as ``ANSWERS``: a dict from the exercise's id
 (``ch<chapter>.<k>``, the book's chapter number) to a dict with ``answer`` (a function of no arguments that
 computes the reference with the library, never a typed-in number), ``rel_tol`` (or ``abs_tol``), ``unit`` and
 ``what``. Every chapter's solution cells call :func:`check` on their own result and assert it, so a wrong answer
@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 #: Where each chapter's reference answers live (chapter numbers as in the book's table of contents).
 PARTS = {1: "lib.placement.exercises", 2: "lib.placement.exercises", 3: "lib.placement.exercises",
-         4: "lib.galvatron.exercises", 5: "lib.galvatron.exercises", 6: "lib.galvatron.exercises",
-         7: "lib.galvatron.exercises", 8: "lib.straggler.exercises",
-         9: "lib.closing.exercises"}
+         4: "lib.placement.exercises_break",
+         5: "lib.galvatron.exercises", 6: "lib.galvatron.exercises", 7: "lib.galvatron.exercises",
+         8: "lib.galvatron.exercises", 9: "lib.straggler.exercises",
+         10: "lib.closing.exercises"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Verdict:
 def _chapter(ex_id: str) -> int:
     m = re.fullmatch(r"ch(\d+)\.(\d+)", ex_id) if isinstance(ex_id, str) else None
     if m is None:
-        raise ValueError(f"exercise id {ex_id!r}: expected 'ch<chapter>.<k>', e.g. 'ch8.2'")
+        raise ValueError(f"exercise id {ex_id!r}: expected 'ch<chapter>.<k>', e.g. 'ch9.2'")
     chapter = int(m.group(1))
     if chapter not in PARTS:
         raise ValueError(f"exercise id {ex_id!r}: no chapter {chapter}; chapters are {min(PARTS)}-{max(PARTS)}")

@@ -63,7 +63,7 @@ def test_the_checker_accepts_every_reference_and_rejects_a_wrong_answer():
 
 
 def test_the_checker_says_how_far_off():
-    ref = exercises.Reference("ch8.9", lambda: 19.27, "the Young-Daly interval", unit="min", rel_tol=0.01)
+    ref = exercises.Reference("ch9.9", lambda: 19.27, "the Young-Daly interval", unit="min", rel_tol=0.01)
     right = exercises.compare(ref, 19.3, 19.27)
     assert right and "off by 0.2%" in right.message and "allowed 1.0%" in right.message
     wrong = exercises.compare(ref, 25.0, 19.27)
@@ -90,4 +90,4 @@ def test_solutions_apply_only_at_the_chapters_defaults():
     assert exercises.at_defaults(2, dict(d))
     assert exercises.at_defaults(2, dict(d, runs_dir="/somewhere"))  # where files go changes no answer
     assert not exercises.at_defaults(2, dict(d, preset="ci"))
-    assert exercises.chapter_defaults(6)["model_name"] == "bert-huge-32"  # a default computed from another
+    assert exercises.chapter_defaults(7)["model_name"] == "bert-huge-32"  # a default computed from another

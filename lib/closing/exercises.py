@@ -1,4 +1,4 @@
-"""Reference answers to the exercises of the closing chapter (chapter 9), computed with the library; see
+"""Reference answers to the exercises of the closing chapter (chapter 10), computed with the library; see
 lib/exercises.py.
 
 Used in: the exercises at the end of book/closing/01_one_run.
@@ -32,19 +32,19 @@ def llama3_backup_gpus(share: float = 0.02) -> int:
 
 
 ANSWERS: dict[str, dict] = {
-    "ch9.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(Job().n_gpus),
+    "ch10.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(Job().n_gpus),
                   what="the cluster MTBF of the chapter's default cluster, from Meta's per-GPU figure",
                   unit="min", rel_tol=1e-2),
-    "ch9.2": dict(answer=checkpoint_min_by_hand,
+    "ch10.2": dict(answer=checkpoint_min_by_hand,
                   what="minutes to write one checkpoint of the default model's states", unit="min",
                   rel_tol=2e-2),
-    "ch9.3": dict(answer=lambda: run_of(replace(Job(), storage_bw_gb_per_s=Job().storage_bw_gb_per_s / 4))
+    "ch10.3": dict(answer=lambda: run_of(replace(Job(), storage_bw_gb_per_s=Job().storage_bw_gb_per_s / 4))
                   .fail_no_backup["interval_min"],
                   what="the Young-Daly interval with a quarter of the storage bandwidth", unit="min",
                   rel_tol=1e-2),
-    "ch9.4": dict(answer=llama3_backup_gpus,
+    "ch10.4": dict(answer=llama3_backup_gpus,
                   what="backup GPUs for 2% backup replicas of Llama 3's tp 8 x pp 16 x dp 128 plan",
                   unit="GPUs", rel_tol=0.0, abs_tol=0.5),
-    "ch9.5": dict(answer=lambda: run_of(Job()).goodput_backup,
+    "ch10.5": dict(answer=lambda: run_of(Job()).goodput_backup,
                   what="the default job's goodput with backup replicas (estimated)", rel_tol=1e-3),
 }

@@ -12,7 +12,7 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 ``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
 --budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
 ``python -m lib.galvatron memory`` measures each rank's memory by category for DP, SDP, TP and PP on local gloo
-ranks and prints the cost model's estimate beside it (chapter 7's comparison).
+ranks and prints the cost model's estimate beside it (chapter 8's comparison).
 
 Errors (``lib.cli_errors``): a user's mistake (a flag out of range, a bad plan file, ranks started with
 different plans or arguments) is one line ``error: ...`` from rank 0 and exit 2 on every rank; a rank that refuses

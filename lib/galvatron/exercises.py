@@ -1,4 +1,4 @@
-"""Reference answers to the exercises of Part II (chapters 4-7), computed with the library; see lib/exercises.py.
+"""Reference answers to the exercises of Part II (chapters 5-8), computed with the library; see lib/exercises.py.
 
 Every answer is a function of no arguments that computes the reference with ``lib.galvatron.search`` (the cost
 model on the RTX TITAN profiles published with the paper's artifact) or ``lib.galvatron.runtime`` (its model
@@ -31,7 +31,7 @@ def _shape(code: str, n_gpus: int = N_GPUS) -> Strategy:
     return next(s for s in generate(n_gpus) if s.code == code)
 
 
-# ----------------------------------------------------------------------------- chapter 4: the space
+# ----------------------------------------------------------------------------- chapter 5: the space
 def pruned_count_16() -> int:
     return len(generate(16))
 
@@ -53,7 +53,7 @@ def pruned_count_1024() -> int:
     return count_formula(1024)
 
 
-# ----------------------------------------------------------------------------- chapter 5: the cost model
+# ----------------------------------------------------------------------------- chapter 6: the cost model
 def dp_minus_sdp_mb() -> float:
     """Memory one layer saves per GPU under SDP over 8 GPUs instead of DP, B = 16 (MB)."""
     lay = _layer()
@@ -99,10 +99,10 @@ def tp8_with_latency_ms() -> float:
     return base + lay.tp_allreduces * LATENCY_MS
 
 
-# ----------------------------------------------------------------------------- chapter 6: the search
+# ----------------------------------------------------------------------------- chapter 7: the search
 @lru_cache(maxsize=None)
 def _bert_search(budget_gb: float, **kw):
-    # chapter 6 runs under the artifact's rules (its parameter rules_name)
+    # chapter 7 runs under the artifact's rules (its parameter rules_name)
     return search(load_model(MODEL), published_cluster(N_GPUS), budget_gb, rules="vldb2023", **kw)
 
 
@@ -125,8 +125,8 @@ def best_bsz_bert_16gb() -> int:
     return _bert_search(16).plan.global_bsz
 
 
-# ----------------------------------------------------------------------------- chapter 7: plan to run
-#: The hand-written plan of chapter 7's exercise: 4 layers on 2 ranks.
+# ----------------------------------------------------------------------------- chapter 8: plan to run
+#: The hand-written plan of chapter 8's exercise: 4 layers on 2 ranks.
 PLAN_FIELDS_EX = {"pp_deg": 1, "tp_sizes_enc": "1,1,2,2", "tp_consecutive_flags": "1,1,1,1",
                   "dp_types_enc": "0,1,0,0", "global_bsz": 16, "chunks": 1, "world_size": 2}
 
@@ -167,46 +167,46 @@ def alternating_plan_ms() -> float:
 
 
 ANSWERS: dict[str, dict] = {
-    # chapter 4
-    "ch4.1": dict(answer=pruned_count_16, what="pruned strategies, 16 GPUs", unit="strategies",
-                  rel_tol=0.0, abs_tol=0.0),
-    "ch4.2": dict(answer=unpruned_count_16, what="unpruned strategies, 16 GPUs", unit="strategies",
-                  rel_tol=0.0, abs_tol=0.0),
-    "ch4.3": dict(answer=log10_plans_bert_8, what="log10 of BERT-Huge-32's plans",
-                  unit="", rel_tol=1e-3),
-    "ch4.4": dict(answer=megatron_space_16, what="dp+tp strategies, 16 GPUs",
-                  unit="strategies", rel_tol=0.0, abs_tol=0.0),
-    "ch4.5": dict(answer=pruned_count_1024, what="pruned strategies, 1,024 GPUs", unit="strategies",
-                  rel_tol=0.0, abs_tol=0.0),
     # chapter 5
-    "ch5.1": dict(answer=dp_minus_sdp_mb, what="SDP's saving on one layer",
-                  unit="MB", rel_tol=5e-3),
-    "ch5.2": dict(answer=dp_allreduce_ms, what="one layer's all-reduce", unit="ms",
-                  rel_tol=1e-2),
-    "ch5.3": dict(answer=overlap_penalty_ms, what="the slowdown's cost (DP layer)",
-                  unit="ms", rel_tol=1e-2),
-    "ch5.4": dict(answer=bubble_pp4_b32, what="GPipe factor, pp=4, B=32", unit="",
-                  rel_tol=1e-3),
-    "ch5.5": dict(answer=dp8_to_tp8_ms, what="Slice-Gather 1-1-8 to 1-8-1", unit="ms",
-                  rel_tol=1e-2),
-    "ch5.6": dict(answer=tp8_with_latency_ms, what="1-8-1 with latency",
-                  unit="ms", rel_tol=1e-3),
-    # chapter 6
-    "ch6.1": dict(answer=dp_work_16gpus_16gb, what="the DP's steps, 16 GPUs, 16 GB",
-                  unit="steps", rel_tol=1e-3),
-    "ch6.2": dict(answer=throughput_ratio_8_vs_16, what="throughput, 8 GB over 16 GB",
+    "ch5.1": dict(answer=pruned_count_16, what="pruned strategies, 16 GPUs", unit="strategies",
+                  rel_tol=0.0, abs_tol=0.0),
+    "ch5.2": dict(answer=unpruned_count_16, what="unpruned strategies, 16 GPUs", unit="strategies",
+                  rel_tol=0.0, abs_tol=0.0),
+    "ch5.3": dict(answer=log10_plans_bert_8, what="log10 of BERT-Huge-32's plans",
                   unit="", rel_tol=1e-3),
-    "ch6.3": dict(answer=best_bsz_bert_16gb, what="the best plan's batch, 16 GB",
-                  unit="samples", rel_tol=0.0, abs_tol=0.0),
-    "ch6.4": dict(answer=sdp_ckpt_baseline_8gb, what="SDP + checkpointing, 8 GB",
-                  unit="samples/s", rel_tol=1e-3),
-    # chapter 7
-    "ch7.1": dict(answer=block_states_mb, what="one block's model states", unit="MB",
+    "ch5.4": dict(answer=megatron_space_16, what="dp+tp strategies, 16 GPUs",
+                  unit="strategies", rel_tol=0.0, abs_tol=0.0),
+    "ch5.5": dict(answer=pruned_count_1024, what="pruned strategies, 1,024 GPUs", unit="strategies",
+                  rel_tol=0.0, abs_tol=0.0),
+    # chapter 6
+    "ch6.1": dict(answer=dp_minus_sdp_mb, what="SDP's saving on one layer",
+                  unit="MB", rel_tol=5e-3),
+    "ch6.2": dict(answer=dp_allreduce_ms, what="one layer's all-reduce", unit="ms",
                   rel_tol=1e-2),
-    "ch7.2": dict(answer=plan_codes, what="the plan's four codes"),
-    "ch7.3": dict(answer=gather_group_dp4_to_tp2dp2, what="rank 0's gather group",
-                  unit="ranks", rel_tol=0.0, abs_tol=0.0),
-    "ch7.4": dict(answer=bubble_pp2_m4, what="GPipe factor, pp=2, m=4", unit="",
+    "ch6.3": dict(answer=overlap_penalty_ms, what="the slowdown's cost (DP layer)",
+                  unit="ms", rel_tol=1e-2),
+    "ch6.4": dict(answer=bubble_pp4_b32, what="GPipe factor, pp=4, B=32", unit="",
                   rel_tol=1e-3),
-    "ch7.5": dict(answer=alternating_plan_ms, what="the alternating plan's estimate", unit="ms", rel_tol=1e-3),
+    "ch6.5": dict(answer=dp8_to_tp8_ms, what="Slice-Gather 1-1-8 to 1-8-1", unit="ms",
+                  rel_tol=1e-2),
+    "ch6.6": dict(answer=tp8_with_latency_ms, what="1-8-1 with latency",
+                  unit="ms", rel_tol=1e-3),
+    # chapter 7
+    "ch7.1": dict(answer=dp_work_16gpus_16gb, what="the DP's steps, 16 GPUs, 16 GB",
+                  unit="steps", rel_tol=1e-3),
+    "ch7.2": dict(answer=throughput_ratio_8_vs_16, what="throughput, 8 GB over 16 GB",
+                  unit="", rel_tol=1e-3),
+    "ch7.3": dict(answer=best_bsz_bert_16gb, what="the best plan's batch, 16 GB",
+                  unit="samples", rel_tol=0.0, abs_tol=0.0),
+    "ch7.4": dict(answer=sdp_ckpt_baseline_8gb, what="SDP + checkpointing, 8 GB",
+                  unit="samples/s", rel_tol=1e-3),
+    # chapter 8
+    "ch8.1": dict(answer=block_states_mb, what="one block's model states", unit="MB",
+                  rel_tol=1e-2),
+    "ch8.2": dict(answer=plan_codes, what="the plan's four codes"),
+    "ch8.3": dict(answer=gather_group_dp4_to_tp2dp2, what="rank 0's gather group",
+                  unit="ranks", rel_tol=0.0, abs_tol=0.0),
+    "ch8.4": dict(answer=bubble_pp2_m4, what="GPipe factor, pp=2, m=4", unit="",
+                  rel_tol=1e-3),
+    "ch8.5": dict(answer=alternating_plan_ms, what="the alternating plan's estimate", unit="ms", rel_tol=1e-3),
 }

@@ -1,4 +1,4 @@
-"""Reference answers to the exercises of Part III (chapter 8), computed with the library; see lib/exercises.py.
+"""Reference answers to the exercises of Part III (chapter 9), computed with the library; see lib/exercises.py.
 
 Used in: the exercises at the end of book/stragglers/01_the_one_slow_gpu.
 """
@@ -28,16 +28,16 @@ def kept_at_young_daly(n_gpus: int, checkpoint_min: float, failure: FailureModel
 
 
 ANSWERS: dict[str, dict] = {
-    "ch8.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
+    "ch9.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
                   what="the cluster MTBF of 16,384 GPUs from Meta's per-GPU figure", unit="min",
                   rel_tol=1e-2),
-    "ch8.2": dict(answer=lambda: young_daly_min(MTBF_MIN, CHECKPOINT_MIN),
+    "ch9.2": dict(answer=lambda: young_daly_min(MTBF_MIN, CHECKPOINT_MIN),
                   what="the Young-Daly interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
-    "ch8.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
+    "ch9.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
                   what="Daly's higher-order interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
-    "ch8.4": dict(answer=lambda: step_efficiency(16_384, backup_count(16_384, 0.02)),
+    "ch9.4": dict(answer=lambda: step_efficiency(16_384, backup_count(16_384, 0.02)),
                   what="the step efficiency of 16,384 GPUs with 2% backups", rel_tol=1e-3),
-    "ch8.5": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
+    "ch9.5": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
                   what="the kept share at 65,536 GPUs, Young-Daly, a checkpoint growing with the cluster",
                   rel_tol=1e-3),
 }

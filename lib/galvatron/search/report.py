@@ -24,7 +24,7 @@ from .strategies import Strategy, generate
 #: The paper, as every quoted number of Part II names it.
 PAPER = quoted("the paper (Miao et al., VLDB 2023)")
 
-#: The baseline spaces of chapter 6 (``space=`` of ``search``) and what each one is.
+#: The baseline spaces of chapter 7 (``space=`` of ``search``) and what each one is.
 BASELINES = {
     "dp": "pure data parallelism (PyTorch DDP): every GPU holds the whole layer",
     "sdp": "pure sharded data parallelism (ZeRO-3 / FSDP) over all GPUs",
@@ -124,7 +124,7 @@ def _fmt(x) -> str:
     return f"{x:.2f}"
 
 
-# ------------------------------------------------------------------------------- chapter 4: the space
+# ------------------------------------------------------------------------------- chapter 5: the space
 def pure_costs_table(rows, label: str) -> Table:
     """The 'four ways' table of ``figures.pure_costs`` rows (MB and ms per layer)."""
     return Table(["kind", "model states MB", "activations MB", "sent MB", "ms per layer"],
@@ -176,7 +176,7 @@ def code_examples(n_gpus: int) -> Table:
 
 
 def baseline_spaces(n_gpus: int) -> Table:
-    """Every baseline space of chapter 6: its name, what it is, and its strategies per layer on ``n_gpus``."""
+    """Every baseline space of chapter 7: its name, what it is, and its strategies per layer on ``n_gpus``."""
     rows = []
     for name, what in BASELINES.items():
         codes = [s.code for s in generate(n_gpus, space=name)]
@@ -185,7 +185,7 @@ def baseline_spaces(n_gpus: int) -> Table:
     return Table(["name", "what it is", f"strategies ({n_gpus} GPUs)"], rows)
 
 
-# -------------------------------------------------------------------------- chapter 5: the cost model
+# -------------------------------------------------------------------------- chapter 6: the cost model
 def memory_rows(layer, strategies, global_bsz: float) -> list[dict]:
     """Model states and activations of one layer (MB per GPU) under each strategy, as in section 5.1's formula:
     states = 4 P / tp (x (1/dp + 0.025) under SDP only), activations = a_tp B / dp. ``total_mb`` is the cost
@@ -251,7 +251,7 @@ def overlap_gaps(with_ov, no_ov) -> dict:
                      "gap_unchanged": unchanged}}
 
 
-# ------------------------------------------------------------------------------ chapter 6: the search
+# ------------------------------------------------------------------------------ chapter 7: the search
 def demo_instance(model, cluster, codes, global_bsz: int, slack: float = 0.35):
     """The step-by-step example: cost tables of ``model`` for the strategies named by ``codes`` and a budget
     between the lightest and the heaviest plan (``slack`` of the way), so that memory binds.
