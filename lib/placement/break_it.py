@@ -178,7 +178,7 @@ def efficiency_table(groups: Mapping[str, Sequence], tol: float = 0.02, source: 
         rows.append((label, len(e["samples"]), f"{e['reached']} of {len(e['samples'])}",
                      f"{m:.0f} ± {h:.0f}", f"{bm:.1f} ± {bh:.1f}", e["budget"]))
     cap = (f"placements evaluated until the best found is within {tol:.0%} of {ref * 1e3:.1f} ms (the best any "
-           f"run found); mean ± 95% t interval over seeds; a run that never gets there counts its budget. {source}")
+           f"run found); mean ± 95% t interval over seeds; a run that never gets there counts its budget; {source}")
     return HTMLTable(("method", "seeds", "reached", "placements to within", "best found (ms)", "budget"),
                      tuple(rows), caption=cap, nowrap=(3, 4))
 
@@ -195,9 +195,10 @@ def best_so_far_figure(groups: Mapping[str, Sequence], title: str):
         n = min(len(x) for x, _ in curves)
         xs = curves[0][0][:n]
         ys = np.mean([y[:n] for _, y in curves], axis=0) * 1e3
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (mean of {len(runs)})"))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=label))
+    n_runs = min(len(runs) for runs in groups.values())
     fig.update_xaxes(title_text="placements evaluated")
-    fig.update_yaxes(title_text="best step time found (ms)")
+    fig.update_yaxes(title_text=f"best step found, mean of {n_runs} (ms)")
     return layout(fig, title, height=380)
 
 

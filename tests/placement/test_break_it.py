@@ -100,3 +100,11 @@ def test_noiseless_table_resimulates_the_picks(ci_run):
     t = B.noiseless_table({"4xT4-pcie": run}, preset="ci")
     prof, one, sh, _, hand, rl, _ = t.rows[0]
     assert prof == "4xT4-pcie" and float(rl) > 0 and float(one) > 0 and float(sh) > 0
+
+
+def test_best_so_far_figure_is_the_mean_curve():
+    a, b = _res([[3.0, 2.0], [1.0, 4.0]]), _res([[5.0, 4.0], [3.0, 3.0]])
+    fig = B.best_so_far_figure({"m": [a, b]}, "t")
+    tr = fig.data[0]
+    assert list(tr.x) == [2, 4] and list(tr.y) == [3000.0, 2000.0] and tr.name == "m"
+    assert "mean of 2" in fig.layout.yaxis.title.text
