@@ -38,9 +38,20 @@ def test_every_figure_has_a_source(name):
 @pytest.mark.parametrize("name", REQUIRED)
 def test_calibration_values_match_the_fields(name):
     p = hw.load(name)
+    from lib.placement import memory
+    from lib.placement.sim_mechanisms import Mechanisms
+
     for key, c in p.calibration.items():
         where, attr = key.split(".", 1)
-        actual = getattr(p.devices[0], attr) if where == "device" else p.topology[attr]
+        assert where in ("device", "topology", "memory", "mechanisms"), key
+        if where == "mechanisms":  # a fitted hypothesis: recorded, and off unless a chapter switches it on
+            assert "hypothesis" in c["status"] and c["fitted_to"], key
+            assert getattr(Mechanisms(), attr) == 0, key
+            continue
+        if where == "memory":
+            actual = getattr(memory, attr.upper())
+        else:
+            actual = getattr(p.devices[0], attr) if where == "device" else p.topology[attr]
         assert actual == pytest.approx(c["value"]), key
 
 

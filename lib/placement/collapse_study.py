@@ -20,6 +20,8 @@ import os
 import time
 from dataclasses import dataclass, replace
 
+from lib.placement.collapse_summary import summary  # noqa: F401 (re-exported: chapter 2 reads it from here)
+
 DEFAULT_PATH = os.path.join("data", "runs", "collapse_sensitivity.json")
 
 #: (factor, value, the TrainConfig fields it sets). The first row is the defaults.
@@ -95,20 +97,6 @@ def read_study(path: str = DEFAULT_PATH) -> dict:
         if key not in d:
             raise ValueError(f"{path}: missing field {key!r}")
     return d
-
-
-def summary(study: dict) -> list[dict]:
-    """Per row: median collapse update (censored runs count as ``max_updates``), min, max, collapsed count."""
-    import numpy as np
-
-    cap = study["max_updates"]
-    out = []
-    for r in study["rows"]:
-        v = np.array([cap if c is None else c for c in r["collapse"]], dtype=float)
-        out.append({"factor": r["factor"], "value": r["value"], "median": float(np.median(v)),
-                    "low": float(v.min()), "high": float(v.max()),
-                    "collapsed": sum(c is not None for c in r["collapse"]), "n": len(v)})
-    return out
 
 
 def main(argv=None) -> int:

@@ -328,7 +328,7 @@ def collapse_sensitivity_figure(study: dict, title: str | None = None, height: i
     slowest seed and a diamond at the median (censored seeds counted at the cap)."""
     import plotly.graph_objects as go
 
-    from lib.placement.collapse_study import summary
+    from lib.placement.collapse_summary import summary
 
     cap = study["max_updates"]
     rows = summary(study)

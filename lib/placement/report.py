@@ -426,7 +426,7 @@ def placer_choices_table(caption: str = "") -> Table:
 
 def sensitivity_table(study: dict, caption: str = "") -> Table:
     """The collapse study in numbers: per setting, the collapse update of each seed and their median."""
-    from lib.placement.collapse_study import summary
+    from lib.placement.collapse_summary import summary
 
     cap = study["max_updates"]
     rows = []
