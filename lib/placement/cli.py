@@ -5,6 +5,8 @@
     python -m lib.placement train --colocate --baseline leave_one_out --mem-cap 0.24     # experiment C
     python -m lib.placement evaluate --run <name>        # head-to-head of the run's picks, <name>.eval.jsonl
     python -m lib.placement figures                      # every figure from every log, as HTML
+    python -m lib.placement train --colocate --algorithm ppo --ppo-epochs 4   # chapter 4: PPO
+    python -m lib.placement train --policy hierarchical --n-groups 16        # chapter 4: learned groups
     python -m lib.placement train --profile 1xH200 --node-profile data/runs/gpu_check_<host>_<utc>.json
 
 This module only parses and checks the arguments (every number's range before any work starts); the work is
@@ -59,6 +61,12 @@ def _parser() -> OneLineParser:
     t.add_argument("--no-resume", action="store_true", help="start over even if the log exists")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--threads", type=int, default=1, help="torch CPU threads for the placer (small LSTMs: 1)")
+    t.add_argument("--algorithm", choices=("reinforce", "ppo"), default="reinforce", help="the update (chapter 4)")
+    t.add_argument("--ppo-epochs", type=int, default=4, help="PPO: gradient steps per batch")
+    t.add_argument("--ppo-clip", type=float, default=0.2, help="PPO: the ratio's clip range")
+    t.add_argument("--policy", choices=("placer", "hierarchical"), default="placer",
+                   help="hierarchical: a grouper learns the groups (chapter 4; not with --colocate)")
+    t.add_argument("--n-groups", type=int, default=16, help="groups the hierarchical policy learns")
     e = sub.add_parser("evaluate", help="the head-to-head protocol for a run's picks")
     e.add_argument("--debug", action="store_true", help="show the traceback of an error")
     e.add_argument("--run", required=True, help="run name or log path")
@@ -94,6 +102,12 @@ def check_train_args(a) -> None:
     check_int("--env-seed", a.env_seed, 0, SEED_MAX, "a 32-bit seed")
     check_int("--seed", a.seed, 0, SEED_MAX, "a 32-bit seed")
     check_int("--threads", a.threads, 1, max(1, os.cpu_count() or 1), "this machine's CPU count")
+    check_int("--ppo-epochs", a.ppo_epochs, 1, 100, "epochs over each batch of sampled placements")
+    check_float("--ppo-clip", a.ppo_clip, 0, 0.99, lo_open=True, why="the ratio's clip range, e.g. 0.2")
+    check_int("--n-groups", a.n_groups, 1, 1024, "groups the grouper assigns nodes to")
+    if a.policy == "hierarchical" and a.colocate:
+        raise ValueError("--colocate: the hierarchical policy learns its own groups; allowed: --policy placer "
+                         "with --colocate, or --policy hierarchical without it")
     if a.preset not in PRESETS:
         raise ValueError(f"--preset: unknown GPT preset {a.preset!r}; allowed: {', '.join(sorted(PRESETS))}")
     batch = PRESETS[a.preset].batch_size
@@ -157,8 +171,15 @@ def _main(argv=None) -> int:
         torch.set_num_threads(a.threads)
         spec = EnvSpec(a.device, a.profile, a.preset, a.n_micro, a.mem_cap, a.noise, a.env_seed, a.node_profile)
         cfg = TrainConfig(n_iters=a.n_iters, k=a.k, lr=a.lr, baseline=a.baseline, entropy=a.entropy,
-                          stop_when_identical=a.stop_when_identical, hidden=a.hidden, seed=a.seed)
-        res = train_run(spec, cfg, a.colocate, a.out, a.name, resume=not a.no_resume, progress=not a.quiet,
+                          stop_when_identical=a.stop_when_identical, hidden=a.hidden, seed=a.seed,
+                          algorithm=a.algorithm, ppo_epochs=a.ppo_epochs, ppo_clip=a.ppo_clip, policy=a.policy,
+                          n_groups=a.n_groups)
+        name = a.name
+        if name is None and (a.algorithm != "reinforce" or a.policy != "placer"):
+            from lib.placement.break_it import run_name
+
+            name = run_name(spec, cfg, a.colocate)  # chapter 4's runs: the name says algorithm and policy
+        res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
                         repair=a.repair)
         print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
                           "best": list(res.top[0][0]) if res.top else None,
