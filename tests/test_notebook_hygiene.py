@@ -143,3 +143,24 @@ def test_one_repository_url_for_launch_buttons_colab_cell_and_readme():
     repo_links = set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", readme))
     owner_links = {u for u in repo_links if u.split("/")[3] == REPO_URL.split("/")[3]}
     assert owner_links == {REPO_URL}, f"README links to {sorted(owner_links)}; _config.yml says {REPO_URL}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[os.path.relpath(p, ROOT) for p in CHAPTERS])
+def test_a_chapter_with_run_logs_offers_them_for_download(path):
+    """A chapter that keeps run logs (it declares ``runs_dir``) links them as one zip and writes that zip,
+    where ``lib.book.offer_runlogs`` puts it (a replay puts the rerun's logs at the same link)."""
+    from lib.book import runlogs_zip_name
+
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    src = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]]
+    params = next(s for c, s in zip(nb["cells"], src) if "parameters" in c["metadata"].get("tags", []))
+    name = os.path.splitext(os.path.basename(path))[0]
+    link = "{download}`" + runlogs_zip_name(name) + "`"
+    if "runs_dir" not in params:
+        assert not any(link in s for s in src)
+        return
+    md = [s for c, s in zip(nb["cells"], src) if c["cell_type"] == "markdown"]
+    code = [s for c, s in zip(nb["cells"], src) if c["cell_type"] == "code"]
+    assert any(link in s for s in md), f"{name}: no {link} in its text"
+    assert any(f'offer_runlogs(runs_dir, "{name}")' in s for s in code), f"{name}: nothing writes its run logs"
