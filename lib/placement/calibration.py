@@ -58,7 +58,13 @@ FIGURES: tuple[Figure, ...] = (
            1, 1, "oom", True),
     Figure("c_four", "four-way layer split at cap 0.24 (C)", "256 ms", 256, 256, "ms", False),
     Figure("c_rl", "C's RL placement (proxy: best with the body on one GPU)", "229 ms", 229, 229, "ms", False),
+    # fitted: the noise model's sizes (lib.placement.sim_noise) were set from the write-up's timing figures
+    Figure("flattery", "re-timed mean minus the best of 2,000 timings (human split; the noise model, fitted)",
+           "8-15 ms", 8, 15, "ms", True),
 )
+
+#: Timings of one placement behind the flattery figure (the write-up's 2,000 training timings).
+FLATTERY_TIMINGS = 2000
 
 
 def error(fig: Figure, value: float) -> float:
@@ -79,7 +85,10 @@ def _envs(graph, profile, mech: Mechanisms, eff: float):
     prof = profile if isinstance(profile, hw.HardwareProfile) else hw.load(profile)
     devs = [hw.Device.from_dict({**d.to_dict(), "flops_efficiency": eff}) for d in prof.devices]
     prof = prof.replace(devices=devs)
+    from lib.placement.sim_env import NoiseModel
+
     return {"plain": SimPlacementEnv(graph, prof, mechanisms=mech),
+            "noisy": SimPlacementEnv(graph, prof, mechanisms=mech, noise=NoiseModel(), seed=0),
             "b": SimPlacementEnv(graph, prof, n_micro=4, mechanisms=mech),
             "c": SimPlacementEnv(graph, prof, mem_cap=0.24, mechanisms=mech)}
 
@@ -155,7 +164,15 @@ def simulate_figures(graph, profile, mech: Mechanisms, n_random: int = 300, seed
         "c_human": float(env["c"].measure(human).oom),
         "c_four": t(env["c"], four),
         "c_rl": c_rl_proxy(graph, env["c"]),
+        "flattery": _flattery(env["noisy"], human),
     }
+
+
+def _flattery(noisy, placement) -> float:
+    """How much the fastest of ``FLATTERY_TIMINGS`` noisy timings beats the same placement re-timed on the same
+    machine (their mean), in ms: the write-up's "8 to 15 ms better than the same placement re-timed"."""
+    ms = np.array([noisy.measure(tuple(placement)).step_s * 1e3 for _ in range(FLATTERY_TIMINGS)])
+    return float(ms.mean() - ms.min())
 
 
 @dataclass(frozen=True)

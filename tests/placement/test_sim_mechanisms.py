@@ -130,7 +130,9 @@ def test_calibration_table_refits_the_single_gpu_and_reports_every_figure():
     for c in t.columns:
         assert t.values[c]["single"] == pytest.approx(230.0, abs=0.05)  # the one fitted figure
         assert set(t.values[c]) >= {f.key for f in FIGURES}
-    assert [f.key for f in FIGURES if f.fitted] == ["single", "c_human"]
+    assert [f.key for f in FIGURES if f.fitted] == ["single", "c_human", "flattery"]
+    # the flattery is the noise model's, whatever the mechanisms: the same in every column, and positive
+    assert len({round(t.values[c]["flattery"], 6) for c in t.columns}) == 1 and t.values["fused"]["flattery"] > 0
     rows = t.rows()
     assert len(rows) == len(FIGURES) + 1 and all(len(r) == 3 + len(t.columns) for r in rows)
     assert t.values["base model"]["a_gain"] == pytest.approx(1.7, abs=0.2)
