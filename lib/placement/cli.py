@@ -31,6 +31,8 @@ SEED_MAX = 2**32 - 1  # numpy and torch both take 32-bit seeds without surprises
 
 
 def _parser() -> OneLineParser:
+    from lib.placement.reinforce_run import TrainConfig  # torch-free: the placer's defaults, one source
+
     p = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -50,7 +52,8 @@ def _parser() -> OneLineParser:
     t.add_argument("--mem-cap", type=float, default=None, help="fraction of each device's memory, e.g. 0.24")
     t.add_argument("--entropy", type=float, default=0.0, help="entropy bonus weight, e.g. 0.01")
     t.add_argument("--stop-when-identical", action="store_true")
-    t.add_argument("--hidden", type=int, default=64, help="LSTM size (the 2018 authors' code: 512)")
+    t.add_argument("--hidden", type=int, default=TrainConfig.hidden,
+                   help=f"LSTM size (default {TrainConfig.hidden}, the 2018 authors' code's)")
     t.add_argument("--noise", action="store_true", help="simulate timing noise (sim only)")
     t.add_argument("--env-seed", type=int, default=0, help="the simulated machine (noise) seed")
     t.add_argument("--node-profile", default=None,

@@ -151,7 +151,7 @@ def test_finding1_two_concurrent_trainings_on_one_run(tmp_path):
     Now exactly one trains; the other exits 2 at once with one line naming the run; the log is intact."""
     out = str(tmp_path / "conc")
     args = ["train", "--preset", "ci", "--seed", "11", "--noise", "--env-seed", "5", "--colocate", "--out", out,
-            "--quiet", "--n-iters", "120", "--name", "same"]
+            "--hidden", "64", "--quiet", "--n-iters", "120", "--name", "same"]  # a small placer: timings as before
     # the issue's command, with A asking for 400 updates (n_iters may change on resume) so that it is surely
     # still writing (~8 s) when B, started once A has logged its first update, reaches the lock (~1.5 s)
     a_args = [*args[:-4], "--n-iters", "400", *args[-2:]]
