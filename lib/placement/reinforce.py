@@ -5,9 +5,12 @@ baseline b_k either the paper's moving average of past batch-mean costs (the sam
 *before* this batch is folded in; the first batch uses its own mean) or leave-one-out (the mean of the other
 K-1 costs). H_k is the summed per-step entropy of sample k, β the optional entropy bonus.
 
-Every update is one record in a run log (``lib.runlog``); after it, the placer, the optimizer, every random
-state and the baseline are checkpointed atomically next to the log (``<log>.ckpt.pt``), so a run killed at any
-point resumes and continues exactly as an uninterrupted one would (bit for bit on the simulator, whose noise
+Every update is one record in a run log (``lib.runlog``); the placer, the optimizer, every random state and the
+baseline are checkpointed atomically next to the log (``<log>.ckpt.pt``): inside ``run()`` at most every
+``checkpoint_every_s`` seconds (10) and at its end, after a lone ``step()`` every time. The 512-unit placer's
+checkpoint is 43 MB and takes about 0.2 s to write, twice an update's own time. A run killed at any point
+resumes from its last checkpoint, redoes the updates logged after it (the log is cut back to the checkpoint)
+and continues exactly as an uninterrupted one would (bit for bit on the simulator, whose noise
 generator is checkpointed too; on real GPUs the timings themselves differ from run to run). The run keeps the
 best placements found (top 5, by their fastest timing) and its final favourite (greedy decoding).
 
@@ -19,6 +22,8 @@ resuming in ``reinforce_checkpoint.py``, the config and the result read back fro
 from __future__ import annotations
 
 from typing import Any, Callable
+
+import time
 
 import numpy as np
 import torch
@@ -36,6 +41,10 @@ __all__ = ["BASELINES", "RESUMABLE_KEYS", "RunResult", "TrainConfig", "Trainer",
            "checkpoint_path", "merge_top", "model_signature", "train"]
 
 
+#: Seconds between checkpoints inside ``run()`` (see the module doc).
+CHECKPOINT_EVERY_S = 10.0
+
+
 class Trainer:
     """A REINFORCE run over ``env``. ``step()`` does one update; ``run()`` all of them with a progress bar.
 
@@ -43,8 +52,12 @@ class Trainer:
     """
 
     def __init__(self, env: PlacementEnv, graph, config: TrainConfig, groups=None, log_path: str | None = None,
-                 resume: bool = True, env_info: Any = None):
+                 resume: bool = True, env_info: Any = None, checkpoint_every_s: float = CHECKPOINT_EVERY_S):
         self.env, self.config = env, config
+        if not checkpoint_every_s >= 0:
+            raise ValueError(f"checkpoint_every_s {checkpoint_every_s!r}: must be >= 0 seconds")
+        self.checkpoint_every_s = float(checkpoint_every_s)
+        self._in_run, self._saved_at, self._saved_n = False, float("-inf"), None
         self.groups = check_groups(groups, env.n_nodes) if groups is not None else None
         if config.policy == "hierarchical" and self.groups is not None:
             raise ValueError("groups: the hierarchical policy learns its own groups; pass groups=None")
@@ -149,8 +162,16 @@ class Trainer:
         self.records.append(rec)
         if self.log is not None:
             self.log.append(rec)
-            save_atomic(self._state(), checkpoint_path(self.log_path))
+            if not self._in_run or time.monotonic() - self._saved_at >= self.checkpoint_every_s:
+                self._checkpoint()
         return rec
+
+    def _checkpoint(self) -> None:
+        """Save the state after the latest update (nothing to do if that is saved already)."""
+        if self.log is None or self._saved_n == len(self.records):
+            return
+        save_atomic(self._state(), checkpoint_path(self.log_path))
+        self._saved_at, self._saved_n = time.monotonic(), len(self.records)
 
     def run(self, progress: bool = True, callback: Callable[[dict], None] | None = None) -> RunResult:
         """Run the remaining updates (from a resumed checkpoint, if any). ``callback(record)`` after each."""
@@ -159,6 +180,7 @@ class Trainer:
         todo = 0 if self.stopped else max(0, self.config.n_iters - len(self.records))
         bar = tqdm(total=self.config.n_iters, initial=len(self.records), disable=not progress, desc="REINFORCE",
                    unit="update")
+        self._in_run = True
         try:
             for _ in range(todo):
                 rec = self.step()
@@ -168,7 +190,12 @@ class Trainer:
                     callback(rec)
                 if self.stopped:
                     break
+            # the last update's state, whatever the interval; not after an exception, which may have left an
+            # update half done (its sample drawn, no record): a resume redoes from the last checkpoint instead
+            self._in_run = False
+            self._checkpoint()
         finally:
+            self._in_run = False
             bar.close()
         return self.result()
 

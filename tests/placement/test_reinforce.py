@@ -250,3 +250,37 @@ def test_baseline_functions():
     assert np.allclose(leave_one_out(c), [11 / 3, 10 / 3, 3.0, 2.0])
     with pytest.raises(ValueError, match="at least 2 samples"):
         leave_one_out(c[:1])
+
+
+def test_checkpoints_every_interval_and_a_kill_redoes_what_came_after(tmp_path):
+    """Inside run() the checkpoint is written at most every checkpoint_every_s (here: only after the first update,
+    then at the end); a run killed after three updates resumes from update 1, redoes 2 and 3, and ends with the
+    uninterrupted run's log."""
+    import torch as _torch
+
+    from lib.placement.reinforce import checkpoint_path
+
+    g, cfg = chain_graph(6), TrainConfig(n_iters=6, k=4, hidden=8, seed=4)
+    full = str(tmp_path / "full.jsonl")
+    train(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=full, progress=False)
+    part = str(tmp_path / "part.jsonl")
+
+    class Kill(Exception):
+        pass
+
+    def kill_after_3(rec):
+        if rec["update"] == 2:
+            raise Kill
+
+    t = Trainer(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=part, checkpoint_every_s=1e9)
+    with pytest.raises(Kill):
+        t.run(progress=False, callback=kill_after_3)
+    assert len(runlog.read(part)[1]) == 3
+    assert _torch.load(checkpoint_path(part), weights_only=False)["n_updates"] == 1  # no save after a kill
+    done = Trainer(ToyEnv(6, noise_s=0.004, seed=99), g, cfg, log_path=part, checkpoint_every_s=1e9)
+    assert len(done.records) == 1  # the log was cut back to its checkpoint
+    done.run(progress=False)
+    assert runlog.read(part)[1] == runlog.read(full)[1]
+    assert _torch.load(checkpoint_path(part), weights_only=False)["n_updates"] == 6  # saved at the end
+    with pytest.raises(ValueError, match="checkpoint_every_s"):
+        Trainer(ToyEnv(6), g, cfg, checkpoint_every_s=-1)
