@@ -28,6 +28,8 @@ def test_every_chapter_has_four_exercises_each_with_a_solution_that_checks(path)
     assert len(labels) >= 4, f"{path}: {len(labels)} exercises; at least 4 expected"
     assert set(SOLUTION.findall(text)) == set(labels), f"{path}: exercises and solutions do not pair up"
     n = _chapter_number(path)
+    # labels are page anchors across the whole book: named by the chapter's number, so no two chapters share one
+    assert all(re.fullmatch(rf"ex-ch{n}-\d+", lab) for lab in labels), f"{path}: labels {labels} not ex-ch{n}-k"
     nb = jupytext.read(path)
     solution_code = []
     inside = False
