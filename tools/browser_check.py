@@ -313,7 +313,12 @@ def check_page(browser, base: str, rel: str, shots: str | None) -> PageResult:
         # A reader can open every collapsed block ("Show code cell source"): measure them open.
         page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         wide = page.evaluate(_WIDE_JS, list(WIDE_SELECTORS))
-        if wide:  # plotly resizes a figure to its box a moment after load: measure again before reporting
+        # plotly resizes a figure to its box a moment after load (later on a busy machine): nudge it with a
+        # resize event and measure again, up to three times, before reporting; a real wide block stays wide
+        for _ in range(3):
+            if not wide:
+                break
+            page.evaluate("() => window.dispatchEvent(new Event('resize'))")
             page.wait_for_timeout(1500)
             again = {w["text"] for w in page.evaluate(_WIDE_JS, list(WIDE_SELECTORS))}
             wide = [w for w in wide if w["text"] in again]
