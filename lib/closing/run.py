@@ -51,9 +51,9 @@ class Job:
     per_gpu_mtbf_h: float = sm.PER_GPU_MTBF_H
     restart_min: float = 5.0
     backup_share: float = 0.02
-    jitter: float = 0.01
-    p_slow: float = 1e-4
-    slow_factor: float = 1.5
+    jitter: float = sm.StepModel.jitter  # Part III's step model's defaults, one source
+    p_slow: float = sm.StepModel.p_slow
+    slow_factor: float = sm.StepModel.slow_factor
     max_tp: int = 8
 
     def __post_init__(self):

@@ -120,6 +120,16 @@ def test_nodes_and_groups():
             assert p[0] == p[1] and p[2] == p[3] == p[4]
 
 
+class Kill(Exception):
+    pass
+
+
+def _kill_after_3(rec):
+    """A callback that kills a run once its third update is logged."""
+    if rec["update"] == 2:
+        raise Kill
+
+
 @pytest.mark.parametrize("baseline", ["moving_average", "leave_one_out"])
 def test_kill_and_resume_gives_identical_logs(tmp_path, baseline):
     g = chain_graph(6)
@@ -129,15 +139,8 @@ def test_kill_and_resume_gives_identical_logs(tmp_path, baseline):
 
     part = str(tmp_path / "part.jsonl")
 
-    class Kill(Exception):
-        pass
-
-    def kill_after_3(rec):
-        if rec["update"] == 2:
-            raise Kill
-
     with pytest.raises(Kill):
-        train(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=part, progress=False, callback=kill_after_3)
+        train(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=part, progress=False, callback=_kill_after_3)
     assert len(runlog.read(part)[1]) == 3
     # a fresh process: a new environment object whose RNG has to come back from the checkpoint
     train(ToyEnv(6, noise_s=0.004, seed=99), g, cfg, log_path=part, progress=False)
@@ -265,16 +268,9 @@ def test_checkpoints_every_interval_and_a_kill_redoes_what_came_after(tmp_path):
     train(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=full, progress=False)
     part = str(tmp_path / "part.jsonl")
 
-    class Kill(Exception):
-        pass
-
-    def kill_after_3(rec):
-        if rec["update"] == 2:
-            raise Kill
-
     t = Trainer(ToyEnv(6, noise_s=0.004, seed=5), g, cfg, log_path=part, checkpoint_every_s=1e9)
     with pytest.raises(Kill):
-        t.run(progress=False, callback=kill_after_3)
+        t.run(progress=False, callback=_kill_after_3)
     assert len(runlog.read(part)[1]) == 3
     assert _torch.load(checkpoint_path(part), weights_only=False)["n_updates"] == 1  # no save after a kill
     done = Trainer(ToyEnv(6, noise_s=0.004, seed=99), g, cfg, log_path=part, checkpoint_every_s=1e9)
