@@ -23,6 +23,13 @@ import math
 
 import numpy as np
 
+from . import activations as act
+from . import collectives as col
+from . import schedules as sch
+from . import zero as zr
+from .efficiency import efficiency
+from .layout import check_layout, stage_layers
+from .precision import bytes_per_value
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
 from .rules import CostRules, get_rules
 from .strategies import Strategy
@@ -215,11 +222,9 @@ RESERVE_BYTES = 2**30
 
 def network_of(job, rules: CostRules | None = None):
     """The job's ``collectives.Network``: achievable NVLink and port bandwidth of its GPU type."""
-    from .collectives import Network
-
     rules = get_rules(rules)
     g = job.gpu
-    return Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
+    return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
                    port_bw=job.port_gb_s * 1e9 * g.link_efficiency, nvlink_latency=g.nvlink_latency_s,
                    port_latency=g.port_latency_s, oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
 
@@ -244,18 +249,30 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
+    """Seconds the data-parallel / ZeRO collectives of one stage add to a step: with ``overlap`` (ZeRO stages'
+    switch) the once-a-step ones hide under one micro-batch's forward or backward and the per-micro-batch
+    ones under each; without, the previous rule: the whole backward overlaps them at kappa = 1.3."""
+    if d == 1:
+        return 0.0
+    t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
+    for kind, nbytes, phase in colls["per_step"]:
+        t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+    for kind, nbytes, phase in colls["per_micro_batch"]:
+        t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+    if overlap:
+        windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
+        return (sum(max(0.0, t_step[p] - w) for p, w in windows)
+                + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
+    total_bwd = m * mb_bwd
+    c = t_step["bwd"] + m * t_mb["bwd"]
+    return float(overlap_ms(c, total_bwd, 1.3)) - total_bwd + t_step["fwd"] + m * t_mb["fwd"]
+
+
 def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     """Time and memory of one training step of ``job`` under layout ``cfg``: a dict with ``step_s``,
     ``tokens_per_s_per_gpu``, ``tflops_per_gpu`` (6 N + attention, model FLOPs), ``peak_bytes`` (the
     fullest stage), ``fits`` and every term (``pipeline_s``, ``p2p_s``, ``dp_s``, per-layer ``fwd_s`` ...)."""
-    from . import activations as act
-    from . import collectives as col
-    from . import schedules as sch
-    from . import zero as zr
-    from .efficiency import efficiency
-    from .layout import check_layout, stage_layers
-    from .precision import bytes_per_value
-
     rules = get_rules(rules)
     sh, gpu = job.shape, job.gpu
     m = check_layout(job, cfg)
@@ -314,30 +331,13 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     emb_params = sh.vocab * h / tp                                  # vocabulary-parallel embedding / head
     stage_params = [n * layer_params + (emb_params if i == 0 else 0.0) + (emb_params if i == pp - 1 else 0.0)
                     for i, n in enumerate(layers)]
-    dp_s = []
+    dp_s = {}
     for i, P in enumerate(stage_params):
-        colls = zr.collectives(zero, P, by.param, by.grad)
-        mb_fwd = layers[i] * fwd
-        mb_bwd = layers[i] * (bwd + recomp)
-        if d == 1:
-            dp_s.append(0.0)
-            continue
-        t_step = {"fwd": 0.0, "bwd": 0.0}
-        for kind, nbytes, phase in colls["per_step"]:
-            t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
-        t_mb = {"fwd": 0.0, "bwd": 0.0}
-        for kind, nbytes, phase in colls["per_micro_batch"]:
-            t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
-        if rules.zero_stages:       # overlapped: per-step ones under one micro-batch, the others under each
-            exposed = sum(max(0.0, t_step[p] - w) for p, w in (("fwd", mb_fwd), ("bwd", mb_bwd)))
-            exposed += m_eff * sum(max(0.0, t_mb[p] - w) for p, w in (("fwd", mb_fwd), ("bwd", mb_bwd)))
-        else:                       # the previous rule: the all-reduce overlaps the whole backward at kappa
-            total_bwd = m_eff * mb_bwd
-            c = t_step["bwd"] + m_eff * t_mb["bwd"]
-            exposed = float(overlap_ms(c, total_bwd, 1.3)) - total_bwd
-            exposed += t_step["fwd"] + m_eff * t_mb["fwd"]
-        dp_s.append(exposed)
-    dp_exposed = max(dp_s)
+        key = (layers[i], i == 0, i == pp - 1)
+        if key not in dp_s:
+            dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier, rules.zero_stages)
+    dp_exposed = max(dp_s.values())
     step = pipe_s + p2p_s + dp_exposed
 
     # memory of every stage

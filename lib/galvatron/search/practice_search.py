@@ -74,12 +74,20 @@ def layouts(job, rules: CostRules | None = None):
 
 
 def search_practice(job, rules: CostRules | None = "practice") -> tuple:
-    """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits."""
+    """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits.
+    Layouts that differ only in recompute come in the order none, selective, full (each slower and smaller
+    than the one before): once one fits, the slower ones are not priced."""
     rules = get_rules(rules)
-    best, best_est, count = None, None, 0
+    best, best_est, count, fitted = None, None, 0, None
     for cfg in layouts(job, rules):
+        base = cfg.with_(recompute="none")
+        if base == fitted:
+            continue
         est = step_estimate(job, cfg, rules)
         count += 1
-        if est["fits"] and (best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]):
+        if not est["fits"]:
+            continue
+        fitted = base
+        if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
             best, best_est = cfg, est
     return best, best_est, count
