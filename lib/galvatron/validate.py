@@ -104,3 +104,30 @@ def main(argv) -> int:
 def with_efficiency(gpu, peak_fraction: float, knee: float):
     """``gpu`` with other efficiency constants (for fitting)."""
     return replace(gpu, peak_fraction=peak_fraction, knee=knee)
+
+
+def fit_runs(runs, gpu_name: str) -> list:
+    """The runs the efficiency of ``gpu_name`` is fitted to: its published runs without pipeline parallelism
+    (their time is compute, tensor-parallel messages and the data-parallel tail); all others are held out."""
+    return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
+
+
+def fit_efficiency(runs, gpu_name: str) -> tuple:
+    """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
+    constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
+    ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
+    import math
+
+    from .search.efficiency import fit, load_gpu
+
+    gpu = load_gpu(gpu_name)
+    chosen = fit_runs(runs, gpu_name)
+    if not chosen:
+        raise ValueError(f"no published run without pipeline parallelism on {gpu_name} to fit to")
+
+    def objective(p, k):
+        g = with_efficiency(gpu, p, k)
+        return float(np.mean([math.log1p(estimate_run(r, "practice", g)["error"]) ** 2 for r in chosen]))
+
+    p, k, v = fit(objective)
+    return p, k, math.sqrt(v), [r.name for r in chosen]

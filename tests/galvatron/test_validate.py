@@ -120,3 +120,16 @@ def test_module_entry_point(tmp_path):
     p = subprocess.run([sys.executable, "-m", "lib.galvatron", "validate", "--runs", f, "--no-search"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(f"error: {f}: run 'sc21-gpt-1.7b'")
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm-80gb"])
+def test_stored_efficiency_constants_are_the_fit(runs, gpu):
+    """data/hardware/gpus/ holds what benchmarks/fit_efficiency.py fits, to the runs it names."""
+    from lib.galvatron.search.efficiency import load_gpu
+    from lib.galvatron.validate import fit_efficiency
+
+    p, k, rms, names = fit_efficiency(runs, gpu)
+    g = load_gpu(gpu)
+    assert (g.peak_fraction, g.knee, list(g.fitted_to)) == (pytest.approx(p), pytest.approx(k), names)
+    assert all(n in {r.name for r in runs} for n in names) and len(names) < len([r for r in runs
+                                                                                if r.cluster.gpu == gpu])

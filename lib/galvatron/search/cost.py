@@ -295,10 +295,13 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     bwd = 2.0 * fwd
     recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
-    # and a reduce-scatter each, the same bytes); never overlapped
-    tp_msg = tokens * h * by.activation
-    n_tp = 4 + (2 if recompute == "full" else 0)
-    tp_s = n_tp * col.group_s("all-reduce", tp_msg, tp, 1, net, hier)
+    # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
+    # ones overlap the weight-gradient matmuls (half the backward: one forward's time), as Megatron-LM's
+    # sequence-parallel linear layers do (Korthikanti et al. 2022)
+    tp_one = col.group_s("all-reduce", tokens * h * by.activation, tp, 1, net, hier)
+    tp_fwd = (2 + (2 if recompute == "full" else 0)) * tp_one
+    tp_bwd = max(0.0, 2 * tp_one - fwd) if sp else 2 * tp_one
+    tp_s = tp_fwd + tp_bwd
     # context parallelism: ring attention's K/V passes, hidden under the attention compute where they can be
     cp_s = 0.0
     if cp > 1:
