@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from lib.galvatron.search.practice_search import search_practice  # noqa: E402
-from lib.galvatron.search.published import load_runs, to_job  # noqa: E402
+from lib.galvatron.published import load_runs, to_job  # noqa: E402
 from lib.galvatron.validate import validate_runs  # noqa: E402
 
 CAL = os.path.join(os.path.dirname(__file__), "..", "data", "published_runs", "calibration.json")

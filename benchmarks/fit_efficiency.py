@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.atomic import write_text  # noqa: E402
 from lib.galvatron.search.efficiency import GPU_DIR, load_gpu  # noqa: E402
-from lib.galvatron.search.published import load_runs  # noqa: E402
+from lib.galvatron.published import load_runs  # noqa: E402
 from lib.galvatron.validate import estimate_run, fit_efficiency, with_efficiency  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibration.json"

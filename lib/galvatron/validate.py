@@ -1,5 +1,5 @@
 """``python -m lib.galvatron validate --runs FILE... [--rules practice] [--json]``: the cost model judged
-against published training runs (``data/published_runs/``, schema in ``search/published.py``).
+against published training runs (``data/published_runs/``, schema in ``published.py``).
 
 For each run: the published configuration's estimate against the published tokens/s/GPU and the error
 (estimate / published - 1), whether that configuration fits in memory and its peak per GPU (the fullest
@@ -10,7 +10,7 @@ file is one line naming the file, the run and the field (exit 2, ``lib.cli_error
 ``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
 "pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
 ``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
-documented defaults (``search/published.py``), listed per run as ``filled`` in the JSON.
+documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
 Used in: benchmarks/bench_validate.py, tests/galvatron/test_validate.py.
 """
 
@@ -27,7 +27,7 @@ from lib.cli_errors import OneLineParser
 
 from .search.cost import step_estimate
 from .search.practice_search import search_practice
-from .search.published import filled, load_runs, to_config, to_job
+from .published import filled, load_runs, to_config, to_job
 from .search.rules import ALL_PRESETS, get_rules
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lib.cli_errors import run_cli
-from lib.galvatron.search.published import load_runs
+from lib.galvatron.published import load_runs
 from lib.galvatron.validate import estimate_run, main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """A parallel layout of a uniform Transformer job: the degrees (TP x CP x DP x PP), the interleaving, the
 micro-batch, ZeRO stage, sequence parallelism and recompute; and the division of layers over stages.
 
-``ParallelConfig`` is what a published run states (``published.py``) and what the practice search picks
+``ParallelConfig`` is what a published run states (``lib/galvatron/published.py``) and what the practice search picks
 (``practice_search.py``); ``Job`` is the model, the cluster and the user's global batch. The global batch
 ``B`` (sequences) is split into ``B / (dp mb)`` micro-batches per pipeline per step (gradient accumulation).
 

@@ -47,6 +47,19 @@ The departures, field by field (``galvatron2`` value -> ``vldb2023`` value):
     (``p2p_ms_per_mb``), optionally per pipeline degree through ``p2p_ms_per_mb_by_pp``. ``"none"``: never, as
     in the 8-GPU artifact.
 
+A third preset, ``PRACTICE`` (``"practice"``), adds the mechanisms of today's training systems, each a named
+switch (``MECHANISMS``, in the order an ablation turns them on), all off in ``galvatron2`` and ``vldb2023``
+so that both stay what they were: mixed precision (``mixed_precision``, ``grad_reduce_bytes``), fused
+attention (``fused_attention``), 1F1B and interleaved pipeline schedules (``pipeline_schedules``), ZeRO
+stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism and selective recompute
+(``sequence_parallel``, ``selective_recompute``), context parallelism (``context_parallel``), a
+hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
+uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``) and micro-batch
+size as a search dimension (``micro_batch_search``). They are read by ``cost.step_estimate`` (a whole
+step of a uniform Transformer) and ``practice_search.py``, never by the layer-wise model and search above,
+so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
+(``ALL_PRESETS``).
+
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
 
 Used in: book/galvatron/03_the_search.ipynb (and, through ``search(..., rules=...)``, every search).

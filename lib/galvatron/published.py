@@ -148,7 +148,7 @@ def filled(run: Run) -> list[str]:
 
 
 def to_shape(run: Run):
-    from .analytic import TransformerShape
+    from .search.analytic import TransformerShape
 
     m = run.model
     kv = m.kv_heads or m.heads
@@ -159,8 +159,8 @@ def to_shape(run: Run):
 
 
 def to_job(run: Run, gpu=None, global_batch: int | None = None):
-    from .efficiency import load_gpu
-    from .layout import Job
+    from .search.efficiency import load_gpu
+    from .search.layout import Job
 
     c = run.cluster
     return Job(shape=to_shape(run), gpu=gpu or load_gpu(c.gpu), n_gpus=c.gpus,
@@ -171,7 +171,7 @@ def to_job(run: Run, gpu=None, global_batch: int | None = None):
 
 
 def to_config(run: Run):
-    from .layout import ParallelConfig
+    from .search.layout import ParallelConfig
 
     c = run.config
     sp = c.sequence_parallel if c.sequence_parallel is not None else c.tp > 1
