@@ -158,3 +158,15 @@ def test_strict_types(tmp_path, capsys, edit, needle):
     f = _bad(tmp_path, edit)
     code, _, err = _cli(["--runs", f, "--no-search"], capsys)
     assert code == 2 and needle in err
+
+
+def test_ablation_from_the_paper_rules_to_practice(runs):
+    from lib.galvatron.search.rules import MECHANISMS
+    from lib.galvatron.validate import ablation
+
+    rows = ablation(runs)
+    assert [r["mechanism"] for r in rows] == ["(none)"] + [m[0] for m in MECHANISMS]
+    first, last = rows[0], rows[-1]
+    assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
+    assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
+    assert first["median_abs_error"] > 0.4 and last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
