@@ -202,7 +202,7 @@ def estimates_glue(step: StepModel = StepModel(), failure: FailureModel = Failur
     m = failure.cluster_mtbf_min(n_gpus)
     tau = young_daly_min(m, failure.checkpoint_min)
     return {
-        "q_n": f"{n_gpus:,}", "q_np": f"{est.slow_per_step(n_gpus, step):.2f}",
+        "q_np": f"{est.slow_per_step(n_gpus, step):.2f}",
         "q_none": f"{math.exp(-est.slow_per_step(n_gpus, step)):.2f}",
         "q_wait": f"{est.wait_share(n_gpus, step):.0%}",
         "q_step_s": f"{est.mean_step_s(n_gpus, step):.2f} s",

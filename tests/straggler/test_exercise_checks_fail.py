@@ -71,3 +71,11 @@ def test_a_wrong_answer_fails_the_solution(label):
     ns["check"] = _namespace(wrong=True)["check"]
     with pytest.raises(AssertionError):
         exec(compile(SOLUTIONS[label], label, "exec"), ns)
+
+
+def test_chapter_nine_checks_its_claims():
+    """Issue 27: at least nine hidden claim cells (``remove-cell`` and ``claim``), each asserting something."""
+    text = CHAPTER.read_text(encoding="utf-8")
+    claims = re.findall(r"```\{code-cell\}\n:tags: \[remove-cell, claim\]\n(.*?)```", text, re.S)
+    assert len(claims) >= 9, len(claims)
+    assert all("assert " in c for c in claims)
