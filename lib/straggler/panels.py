@@ -85,7 +85,7 @@ def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: in
             go.Scatter(x=c["sizes"], y=np.round(c["plain"], 5).tolist(), mode="lines", name="no backups (exact)",
                        line=dict(color=PALETTE["primary"]), xaxis="x2", yaxis="y2"),
             go.Scatter(x=c["sizes"], y=np.round(c["backups"][backup_share], 5).tolist(), mode="lines",
-                       name=f"{backup_share:.1%} backups, charged (exact)", line=dict(color=PALETTE["good"]),
+                       name=f"{100 * backup_share:g}% backups, charged (exact)", line=dict(color=PALETTE["good"]),
                        xaxis="x2", yaxis="y2"),
             go.Scatter(x=[n], y=[round(e0, 5)], mode="markers", name="this cluster", legendgroup="you",
                        marker=dict(color=PALETTE["accent"], size=13), xaxis="x2", yaxis="y2"),
@@ -119,7 +119,7 @@ def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: in
     for i, tr in enumerate(fig.data):
         tr.visible = visible[backups_on][i]
     fig.update_layout(updatemenus=[_buttons(
-        ["without backups", f"with {backup_share:.1%} backups"],
+        ["without backups", f"with {100 * backup_share:g}% backups"],
         [("restyle", [{"visible": visible[False]}]), ("restyle", [{"visible": visible[True]}])],
         active=int(backups_on))])
     _room_for_buttons(fig)

@@ -96,3 +96,18 @@ def test_interval_panel_reader_size_is_added():
     fig = interval_panel_figure(n_gpus=2_000)
     labels = [s.label for s in fig.layout.sliders[0].steps]
     assert "2,000" in labels and labels[fig.layout.sliders[0].active] == "2,000"
+
+
+def test_toggle_labels_say_the_share_as_the_prose_does():
+    labels = [b.label for b in step_panel_figure(backup_share=0.02).layout.updatemenus[0].buttons]
+    assert labels == ["without backups", "with 2% backups"]
+    assert [b.label for b in step_panel_figure(backup_share=0.005).layout.updatemenus[0].buttons][1] == \
+        "with 0.5% backups"
+
+
+def test_single_slider_efficiency_figure_drops_the_backup_marks_away_from_2_percent():
+    from lib.straggler.figures import BACKUP_SHARES, efficiency_figure
+
+    fig = efficiency_figure()
+    counts = {f.name: len(f.data[3].x) for f in fig.frames}
+    assert counts == {f"{s:.1%}": (4 if s == 0.02 else 2) for s in BACKUP_SHARES}
