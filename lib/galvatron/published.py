@@ -34,7 +34,7 @@ DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0,
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ModelShape(_Strict):
@@ -138,12 +138,15 @@ def filled(run: Run) -> list[str]:
     for f in ("cp", "vp", "micro_batch", "sequence_parallel", "zero", "recompute"):
         if getattr(run.config, f) is None:
             out.append(f"{f}={getattr(job_cfg, f)}")
+    job = to_job(run, gpu=False)
+    values = {"kv_heads": job.shape.n_kv_heads, "ffn": job.shape.ffn, "gated_mlp": job.shape.gated_mlp,
+              "dropout": job.dropout, "gpus_per_node": job.gpus_per_node, "fabric_gb_s_per_gpu": job.port_gb_s}
     for f in ("kv_heads", "ffn", "gated_mlp", "dropout"):
         if getattr(run.model, f) is None:
-            out.append(f"{f}=default")
+            out.append(f"{f}={values[f]}")
     for f in ("gpus_per_node", "fabric_gb_s_per_gpu"):
         if getattr(run.cluster, f) is None:
-            out.append(f"{f}=default")
+            out.append(f"{f}={values[f]}")
     return out
 
 
@@ -159,11 +162,12 @@ def to_shape(run: Run):
 
 
 def to_job(run: Run, gpu=None, global_batch: int | None = None):
+    """The run's ``layout.Job`` (``gpu``: a GpuSpec instead of the stored one of its GPU type)."""
     from .search.efficiency import load_gpu
     from .search.layout import Job
 
     c = run.cluster
-    return Job(shape=to_shape(run), gpu=gpu or load_gpu(c.gpu), n_gpus=c.gpus,
+    return Job(shape=to_shape(run), gpu=load_gpu(c.gpu) if gpu is None else gpu, n_gpus=c.gpus,
                gpus_per_node=c.gpus_per_node or 8,
                port_gb_s=c.fabric_gb_s_per_gpu or FABRIC_DEFAULT[c.gpu],
                global_batch=global_batch or run.global_batch, dtype=run.precision,

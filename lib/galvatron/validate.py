@@ -101,6 +101,24 @@ def main(argv) -> int:
     return 0
 
 
+def ablation(runs, start="vldb2023") -> list[dict]:
+    """Start from ``start``'s rules and switch the mechanisms of ``rules.MECHANISMS`` on one at a time, in
+    their order: after each, the median and largest |error| of the published configurations of ``runs`` and
+    how many of them fit. The last row is ``practice`` less nothing but its non-mechanism fields."""
+    from .search.rules import MECHANISMS
+
+    rules = get_rules(start)
+    rows = []
+    for label, fields, _ in (("(none)", (), ""),) + MECHANISMS:
+        rules = rules.with_(name=f"{start} + {label}", **{f: True for f in fields})
+        est = [estimate_run(r, rules) for r in runs]
+        errs = np.abs([e["error"] for e in est])
+        rows.append({"mechanism": label, "median_abs_error": float(np.median(errs)),
+                     "max_abs_error": float(errs.max()), "fits": sum(e["fits"] for e in est),
+                     "runs": len(est), "estimates": [e["tokens_per_s_per_gpu"] for e in est]})
+    return rows
+
+
 def with_efficiency(gpu, peak_fraction: float, knee: float):
     """``gpu`` with other efficiency constants (for fitting)."""
     return replace(gpu, peak_fraction=peak_fraction, knee=knee)

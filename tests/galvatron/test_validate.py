@@ -133,3 +133,40 @@ def test_stored_efficiency_constants_are_the_fit(runs, gpu):
     assert (g.peak_fraction, g.knee, list(g.fitted_to)) == (pytest.approx(p), pytest.approx(k), names)
     assert all(n in {r.name for r in runs} for n in names) and len(names) < len([r for r in runs
                                                                                 if r.cluster.gpu == gpu])
+
+
+def test_null_fields_get_the_documented_defaults(runs):
+    from lib.galvatron.published import DEFAULTS, filled, to_config, to_job
+
+    mc = next(r for r in runs if r.name == "mcore-h100-32b")
+    cfg = to_config(mc)
+    assert (cfg.micro_batch, cfg.vp, cfg.sequence_parallel, cfg.recompute, cfg.zero) == (1, 1, True, "none", 1)
+    assert DEFAULTS["micro_batch"] == 1 and DEFAULTS["recompute"] == "none"
+    assert set(filled(mc)) == {"vp=1", "micro_batch=1", "sequence_parallel=True", "recompute=none",
+                               "dropout=True"}
+    sc = next(r for r in runs if r.name == "sc21-gpt-1.7b")
+    assert to_config(sc).sequence_parallel is False and to_config(sc).micro_batch == 16
+    ll = next(r for r in runs if r.name.startswith("llama3"))
+    assert to_job(ll).dropout is False and to_job(sc).dropout is True and to_job(ll).shape.kv_hidden == 1024
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["runs"][0]["config"].update(tp="8"), "field config.tp"),
+    (lambda d: d["runs"][0].update(global_batch=True), "field global_batch"),
+])
+def test_strict_types(tmp_path, capsys, edit, needle):
+    f = _bad(tmp_path, edit)
+    code, _, err = _cli(["--runs", f, "--no-search"], capsys)
+    assert code == 2 and needle in err
+
+
+def test_ablation_from_the_paper_rules_to_practice(runs):
+    from lib.galvatron.search.rules import MECHANISMS
+    from lib.galvatron.validate import ablation
+
+    rows = ablation(runs)
+    assert [r["mechanism"] for r in rows] == ["(none)"] + [m[0] for m in MECHANISMS]
+    first, last = rows[0], rows[-1]
+    assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
+    assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
+    assert first["median_abs_error"] > 0.4 and last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)

@@ -225,8 +225,9 @@ def network_of(job, rules: CostRules | None = None):
     rules = get_rules(rules)
     g = job.gpu
     return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
-                   port_bw=job.port_gb_s * 1e9 * g.link_efficiency, nvlink_latency=g.nvlink_latency_s,
-                   port_latency=g.port_latency_s, oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
+                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency, nvlink_latency=g.nvlink_latency_s,
+                       port_latency=g.port_latency_s, oversubscription=rules.oversubscription,
+                       pod_nodes=rules.pod_nodes)
 
 
 def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
@@ -302,11 +303,12 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     tp_fwd = (2 + (2 if recompute == "full" else 0)) * tp_one
     tp_bwd = max(0.0, 2 * tp_one - fwd) if sp else 2 * tp_one
     tp_s = tp_fwd + tp_bwd
-    # context parallelism: ring attention's K/V passes, hidden under the attention compute where they can be
+    # context parallelism: ring attention's K/V passes, hidden under the attention compute where they can be;
+    # a ring whose cp ranks (tp apart) span nodes goes at the port's speed
     cp_s = 0.0
     if cp > 1:
         ring = act.ring_attention_bytes(s, mb, sh.kv_hidden, cp, by.activation)
-        hop = col.group_s("send", ring["fwd"] / ring["steps"], 2, tp, net, hier)
+        hop = col.group_s("send", ring["fwd"] / ring["steps"], cp, tp, net, hier)
         cp_s = max(0.0, ring["steps"] * hop - attn_fwd) + max(0.0, 2 * ring["steps"] * hop - 2 * attn_fwd)
     layer_s = fwd + bwd + recomp + tp_s + cp_s
     head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate        # output head forward + backward
@@ -353,7 +355,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         a_work = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
                                             recompute="none", fused_attention=rules.fused_attention, cp=cp,
                                             act_bytes=by.activation, kv_hidden=sh.kv_hidden,
-                                         dropout=job.dropout)
+                                            dropout=job.dropout)
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
     logits = tokens * sh.vocab / tp * 4.0                            # fp32 logits of one micro-batch
     peaks = []

@@ -229,3 +229,45 @@ def test_step_estimate_errors_name_the_field():
         step_estimate(job(), ParallelConfig(tp=1, pp=1, dp=64, micro_batch=4), PRACTICE)
     with pytest.raises(ValueError, match="ParallelConfig.recompute"):
         ParallelConfig(recompute="some")
+
+
+def test_mixed_precision_off_is_sixteen_bytes_per_parameter_again():
+    """fp32 weights and gradients (4 + 4) and 8 bytes of Adam, ZeRO-1 sharding the optimizer over dp = 8,
+    against 2 + 4 + 12/8 under mixed precision; plain DP: 16 bytes against 18."""
+    j = job()
+    params = GPT.n_layers * GPT.layer_params() / 8 + 2 * GPT.vocab * GPT.hidden / 8    # layers, embedding, head
+    for zero, old, new in ((1, 4 + 4 + 8 / 8, 2 + 4 + 12 / 8), (0, 16, 18)):
+        cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, sequence_parallel=True, zero=zero)
+        on, e = step_estimate(j, cfg, PRACTICE), step_estimate(j, cfg, off("mixed_precision"))
+        assert e["peak_bytes"] - on["peak_bytes"] == pytest.approx(params * (old - new))
+
+
+def test_pipeline_schedules_off_is_the_per_layer_send_again():
+    """The previous P2P rule: a send of the whole boundary activation per layer, x pp, every micro-batch,
+    never overlapped (here every stage boundary crosses nodes: the port)."""
+    j = job()
+    cfg = ParallelConfig(tp=8, pp=4, dp=2, micro_batch=1)
+    e = step_estimate(j, cfg, off("pipeline_schedules"))
+    send = GPT.seq_len * GPT.hidden * 2 / (50e9 * H100.link_efficiency) + H100.port_latency_s
+    assert e["p2p_s"] == pytest.approx(4 * 2 * max(e["stage_layers"]) * e["micro_batches"] * send)
+    on = step_estimate(j, cfg, PRACTICE)
+    ag = col.ring_s("all-gather", GPT.seq_len * GPT.hidden * 2, 8, H100.nvlink_bw * H100.link_efficiency,
+                    H100.nvlink_latency_s)
+    assert on["p2p_s"] == pytest.approx(2 * (on["micro_batches"] + 3) * (send - GPT.seq_len * GPT.hidden * 2 * 7 / 8
+                                                                         / (50e9 * H100.link_efficiency) + ag))
+
+
+def test_context_parallel_ring_hides_under_attention_or_pays_the_port():
+    long = TransformerShape("long", 32, 4096, 32, 131072, ffn_hidden=14336, gated_mlp=True, n_kv_heads=8)
+    j = job(long, n=64, B=64)
+    inside = step_estimate(j, ParallelConfig(tp=2, cp=4, dp=8, micro_batch=1, sequence_parallel=True), PRACTICE)
+    assert inside["cp_s"] == 0.0                    # 128K tokens: the attention outlasts every K/V pass
+    short = TransformerShape("short", 32, 8192, 64, 2048, n_kv_heads=64)
+    j2 = job(short, n=64, B=64)
+    cfg = ParallelConfig(tp=8, cp=8, dp=1, micro_batch=1, sequence_parallel=True)
+    e = step_estimate(j2, cfg.with_(dp=1), PRACTICE)
+    ring = act.ring_attention_bytes(2048, 1, 8192, 8)
+    hop = ring["fwd"] / 7 / (50e9 * H100.link_efficiency) + H100.port_latency_s      # across nodes
+    attn = e["fwd_s"] * (2 * 2048 * 8192) / (2 * short._matmul_params() + 2 * 2048 * 8192)
+    assert e["cp_s"] == pytest.approx(max(0, 7 * hop - attn) + max(0, 14 * hop - 2 * attn))
+    assert e["cp_s"] > 0
