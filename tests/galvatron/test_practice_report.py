@@ -119,3 +119,16 @@ def test_figures_build(runs):
                 pf.activations_figure(2048, 12288, 96, 4 * 12288, "GPT-3 175B"),
                 pf.parity_figure(ab, (0, 1), pr.fitted_runs())):
         assert fig.data and fig.layout.title.text
+
+
+def test_ablation_agrees_with_validate_ablation(runs):
+    from lib.galvatron.validate import ablation as v_ablation
+
+    ours, theirs = pr.ablation(runs), v_ablation(runs)
+    s = ours.summary()
+    assert len(theirs) == len(ours.steps)
+    for i, row in enumerate(theirs):
+        assert s["median"][i] == pytest.approx(row["median_abs_error"])
+        assert s["max"][i] == pytest.approx(row["max_abs_error"])
+        assert s["fits"][i] == row["fits"]
+        assert ours.estimate[i] == pytest.approx(row["estimates"])
