@@ -148,12 +148,13 @@ def timelines_figure(pp: int = 4, m: int = 8, vp: int = 2):
                 marker=dict(color=[SEQUENCE[o.mb % len(SEQUENCE)] for o in sel],
                             opacity=0.45 if light else 1.0, line=dict(color="white", width=0.5)),
                 text=[str(o.mb) for o in sel], textposition="inside", insidetextanchor="middle",
-                name="forward (light)" if light else "backward (dark)", showlegend=row == 1,
+                name="forward" if light else "backward", showlegend=False,
                 hovertemplate="%{y}: " + kind + " micro-batch %{text}<extra></extra>"), row=row, col=1)
         fig.update_yaxes(autorange="reversed", row=row, col=1)
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title_text="time (units: one stage's forward of one micro-batch)", row=3, col=1)
-    layout(fig, f"{pp} stages, {m} micro-batches: forward 1 unit, backward 2 (numbers: micro-batch)", height=620)
+    layout(fig, f"{pp} stages, {m} micro-batches; light: forward (1 unit), dark: backward (2 units); "
+                "numbers: micro-batch", height=640)
     return fig
 
 
@@ -245,13 +246,16 @@ def activations_figure(s: int, h: int, a: int, ffn: int, name: str, tps=(1, 2, 4
     return layout(fig, f"Activations one layer keeps for backward, {name}, {s:,} tokens", height=400)
 
 
-def parity_figure(ab, steps: tuple, fitted: set):
-    """Estimated against published tokens/s/GPU (log-log) for some steps of an ``Ablation``, the diagonal and
-    a +-15% band; held-out runs as circles, fitted runs as diamonds."""
+def parity_figure(ab, steps: tuple, fitted: set, names: tuple | None = None):
+    """Estimated against published tokens/s/GPU (log-log) for some steps of an ``Ablation`` (legend entries
+    ``names``, default the steps' names), the diagonal and a +-15% band; held-out runs as circles, fitted
+    runs as diamonds."""
     import plotly.graph_objects as go
 
     pub = ab.published
-    lo, hi = pub.min() / 3, pub.max() * 3
+    shown = ab.estimate[list(steps)]
+    lo = min(pub.min(), np.nanmin(shown)) / 1.5
+    hi = max(pub.max(), np.nanmax(shown)) * 1.5
     fig = go.Figure()
     xs = np.geomspace(lo, hi, 50)
     for k, dash in ((1.0, "solid"), (1.15, "dot"), (1 / 1.15, "dot")):
@@ -262,7 +266,7 @@ def parity_figure(ab, steps: tuple, fitted: set):
     for c, i in enumerate(steps):
         est = ab.estimate[i]
         fig.add_trace(go.Scatter(
-            x=pub, y=est, mode="markers", name=ab.steps[i],
+            x=pub, y=est, mode="markers", name=(names or [ab.steps[k] for k in steps])[c],
             marker=dict(color=SEQUENCE[c % len(SEQUENCE)], size=9,
                         symbol=["diamond" if f else "circle" for f in is_fit]),
             text=list(ab.runs), hovertemplate="%{text}: published %{x:,.1f}, estimate %{y:,.1f}<extra></extra>"))
