@@ -11,7 +11,7 @@ file is one line naming the file, the run and the field (exit 2, ``lib.cli_error
 "pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
 ``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
 documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
-Used in: benchmarks/bench_validate.py, tests/galvatron/test_validate.py.
+Used in: benchmarks/bench_practice.py, benchmarks/fit_efficiency.py, tests/galvatron/test_validate.py.
 """
 
 from __future__ import annotations

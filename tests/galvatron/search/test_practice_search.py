@@ -47,3 +47,11 @@ def test_nothing_fits():
     big = TransformerShape("huge", 8, 65536, 64, 8192, vocab=32000)
     best, est, n = search_practice(job(big, 8, 8))
     assert best is None and est is None and n > 0
+
+
+def test_the_layerwise_search_refuses_practice_rules():
+    from lib.galvatron.search.engine import search
+    from lib.galvatron.search.profiles import load_model, published_cluster
+
+    with pytest.raises(ValueError, match="rules 'practice' switch on mixed_precision.*practice_search"):
+        search(load_model("bert-huge-32"), published_cluster(8), 16, rules="practice")
