@@ -4,7 +4,7 @@
     check("ch9.2", 19.3)      # -> right: 19.3 vs the reference 19.27 min (off by 0.2%, allowed 1%)
 
 Each part keeps its exercises' reference answers beside its code (``lib/placement/exercises.py`` and
-``exercises_break.py``, ``lib/galvatron/exercises.py``, ``lib/straggler/exercises.py``) as ``ANSWERS``: a dict from the exercise's id
+``exercises_break.py``, ``lib/galvatron/exercises.py`` and ``exercises_practice.py``, ``lib/straggler/exercises.py``) as ``ANSWERS``: a dict from the exercise's id
 (``ch<chapter>.<k>``, the book's chapter number) to a dict with ``answer`` (a function of no arguments that
 computes the reference with the library, never a typed-in number), ``rel_tol`` (or ``abs_tol``), ``unit`` and
 ``what``. Every chapter's solution cells call :func:`check` on their own result and assert it, so a wrong answer
@@ -24,8 +24,8 @@ from typing import Any, Callable
 PARTS = {1: "lib.placement.exercises", 2: "lib.placement.exercises", 3: "lib.placement.exercises",
          4: "lib.placement.exercises_break",
          5: "lib.galvatron.exercises", 6: "lib.galvatron.exercises", 7: "lib.galvatron.exercises",
-         8: "lib.galvatron.exercises", 9: "lib.straggler.exercises",
-         10: "lib.closing.exercises"}
+         8: "lib.galvatron.exercises", 9: "lib.galvatron.exercises_practice", 10: "lib.straggler.exercises",
+         11: "lib.closing.exercises"}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,79 @@
+"""Reference answers to the exercises of "From the paper to practice" (the book's chapter 9), computed with
+the library; see lib/exercises.py. No number is typed in: each answer is a function of no arguments that
+calls ``lib.galvatron.search`` (the practice mechanisms) or ``lib.galvatron.practice_report`` (the
+calibration set of ``data/published_runs/``). This module never imports ``lib.exercises``.
+
+Used in: the exercises at the end of book/galvatron/05_from_paper_to_practice.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .practice_report import calibration_runs, leave_one_out, most_needed, picks
+from .search.activations import layer_activation_bytes
+from .search.precision import bytes_per_value
+from .search.rules import PRACTICE
+from .search.schedules import bubble_fraction
+from .search.zero import state_bytes_per_param
+
+#: Llama 3 405B's 8,192-GPU run (Table 4 of its paper, quoted): 64 data-parallel ranks, 16 stages,
+#: 16 micro-batches of one sequence per pipeline at 16,384 GPUs.
+LLAMA_DP, LLAMA_PP, LLAMA_M = 64, 16, 16
+#: GPT-3 175B's layer (Brown et al. 2020): 2,048 tokens, hidden 12,288, 96 heads; TP 8, one sequence.
+GPT3 = dict(s=2048, b=1, h=12288, a=96, ffn=4 * 12288, t=8)
+#: The run of exercise 5 and its rules: practice without ZeRO stages 1 and 2.
+PICK_RUN = "sc21-gpt-18.4b"
+
+
+def zero2_bytes_llama() -> float:
+    """Model-state bytes per parameter under ZeRO-2 over 64 ranks, Megatron-LM's mixed precision (2-byte
+    weights, 4-byte fp32 gradients, 12 bytes of master weights and Adam moments)."""
+    b = bytes_per_value(True)
+    return state_bytes_per_param(2, LLAMA_DP, b.param, b.grad, b.optimizer)
+
+
+def interleaved_bubble() -> float:
+    """Bubble over ideal compute of interleaved 1F1B with 16 stages, 16 micro-batches and 2 chunks."""
+    return bubble_fraction("interleaved", LLAMA_PP, LLAMA_M, 2)
+
+
+def gpt3_selective_mb() -> float:
+    """MB one GPT-3 layer keeps for one sequence with TP 8, sequence parallelism and selective recompute."""
+    g = GPT3
+    return layer_activation_bytes(g["s"], g["b"], g["h"], g["a"], g["ffn"], g["t"], sp=True,
+                                  recompute="selective") / 1e6
+
+
+@lru_cache(maxsize=1)
+def _loo():
+    return leave_one_out(calibration_runs())
+
+
+def most_needed_mechanism() -> str:
+    """The mechanism whose removal from practice raises the calibration set's median |error| the most."""
+    return most_needed(_loo())
+
+
+@lru_cache(maxsize=1)
+def _pick_without_zero12():
+    rules = PRACTICE.with_(name="practice without ZeRO stages", zero_stages=False)
+    return picks(calibration_runs(), [PICK_RUN], rules)[PICK_RUN]
+
+
+def pick_without_zero12_tokens() -> float:
+    """The planner's best tokens/s/GPU for the SC'21 18.4B run under practice with ZeRO stages off."""
+    return _pick_without_zero12()["est_pick"]["tokens_per_s_per_gpu"]
+
+
+ANSWERS: dict[str, dict] = {
+    "ch9.1": dict(answer=zero2_bytes_llama, what="ZeRO-2 bytes per parameter over 64 ranks",
+                  unit="bytes", rel_tol=1e-3),
+    "ch9.2": dict(answer=interleaved_bubble, what="interleaved bubble, pp 16, m 16, vp 2", unit="",
+                  rel_tol=1e-3),
+    "ch9.3": dict(answer=gpt3_selective_mb, what="GPT-3 layer, TP 8 + SP + selective recompute",
+                  unit="MB", rel_tol=1e-2),
+    "ch9.4": dict(answer=most_needed_mechanism, what="the mechanism the fit needs most"),
+    "ch9.5": dict(answer=pick_without_zero12_tokens, what="best pick without ZeRO-1/2, SC'21 18.4B",
+                  unit="tokens/s/GPU", rel_tol=1e-2),
+}

@@ -1,0 +1,55 @@
+"""The exercises of "From the paper to practice" (chapter 9): each reference is accepted, and each check
+rejects the answer a reader would give with the mistake the exercise is about (not only a random number)."""
+
+import pytest
+
+from lib import exercises
+from lib.galvatron import exercises_practice as ex
+from lib.galvatron.search.activations import layer_activation_bytes
+from lib.galvatron.search.schedules import bubble_fraction
+from lib.galvatron.search.zero import state_bytes_per_param
+
+
+def _wrong_answers():
+    g = ex.GPT3
+    return {
+        # ZeRO-1 keeps the whole gradient: 2 + 4 + 12/64
+        "ch9.1": [state_bytes_per_param(1, 64, 2, 4, 12), 2 + 14 / 64, 16 / 64],
+        # plain 1F1B's bubble (pp - 1)/m, and GPipe's (the same), and a vp in the numerator
+        "ch9.2": [bubble_fraction("1f1b", 16, 16), 2 * 15 / 16],
+        # without sequence parallelism, and with the scores kept
+        "ch9.3": [layer_activation_bytes(g["s"], 1, g["h"], g["a"], g["ffn"], 8, recompute="selective") / 1e6,
+                  layer_activation_bytes(g["s"], 1, g["h"], g["a"], g["ffn"], 8, sp=True) / 1e6],
+        "ch9.4": ["shape-dependent efficiency", "mixed precision", "ZeRO stages", "Pipeline Schedules"],
+        # the published configuration's own estimate is not the pick's
+        "ch9.5": [880.0, 1384.2],
+    }
+
+
+def test_the_chapter_has_five_exercises_in_its_answer_key():
+    assert sorted(exercises.references(9)) == [f"ch9.{k}" for k in range(1, 6)]
+
+
+@pytest.mark.parametrize("ex_id", [f"ch9.{k}" for k in range(1, 6)])
+def test_reference_right_and_wrong_answers_rejected(ex_id):
+    ref = exercises.reference(ex_id)
+    value = ref.answer()
+    assert exercises.check(ex_id, value)
+    for wrong in _wrong_answers()[ex_id]:
+        assert not exercises.check(ex_id, wrong), (ex_id, wrong, value)
+
+
+def test_references_match_hand_calculations():
+    assert exercises.reference("ch9.1").answer() == pytest.approx(2 + (4 + 12) / 64)
+    assert exercises.reference("ch9.2").answer() == pytest.approx(15 / 32)
+    s, h, t = 2048, 12288, 8
+    assert exercises.reference("ch9.3").answer() == pytest.approx(34 * s * h / t / 1e6)   # Korthikanti Table 2
+
+
+def test_the_pick_without_zero_stages_differs_from_practices_pick():
+    from lib.galvatron.practice_report import calibration_runs, picks
+
+    with_zero = picks(calibration_runs(), [ex.PICK_RUN])[ex.PICK_RUN]
+    without = ex._pick_without_zero12()
+    assert without["pick"].zero in (0, 3)
+    assert with_zero["est_pick"]["tokens_per_s_per_gpu"] >= without["est_pick"]["tokens_per_s_per_gpu"]
