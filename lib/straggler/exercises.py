@@ -1,4 +1,4 @@
-"""Reference answers to the exercises of Part III (chapter 9), computed with the library; see lib/exercises.py.
+"""Reference answers to the exercises of Part III (chapter 10), computed with the library; see lib/exercises.py.
 
 Used in: the exercises at the end of book/stragglers/01_the_one_slow_gpu.
 """
@@ -11,16 +11,16 @@ from lib.straggler.model import (FailureModel, StepModel, backup_count, checkpoi
                                  step_efficiency, step_efficiency_drop_slowest, young_daly_min)
 from lib.straggler.report import daly_higher_order_min
 
-#: Exercise 9.2/9.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
+#: Exercise 10.2/10.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
 MTBF_MIN, CHECKPOINT_MIN = 180.0, 5.0
-#: Exercise 9.5's and 9.6's larger cluster; 9.6's checkpoint is 1 minute at 16,384 GPUs and grows with them.
+#: Exercise 10.5's and 10.6's larger cluster; 10.6's checkpoint is 1 minute at 16,384 GPUs and grows with them.
 BASE_GPUS, BIG_GPUS = 16_384, 65_536
-#: Exercise 9.5 searches backups from 0 to this many GPUs (the optimum lies far below it).
+#: Exercise 10.5 searches backups from 0 to this many GPUs (the optimum lies far below it).
 MAX_BACKUPS = 200
 
 
 def growing_checkpoint_min(n_gpus: int, base_min: float = 1.0, base_gpus: int = BASE_GPUS) -> float:
-    """Exercise 9.6's cost term: a checkpoint that takes ``base_min`` at ``base_gpus`` and grows with the GPUs."""
+    """Exercise 10.6's cost term: a checkpoint that takes ``base_min`` at ``base_gpus`` and grows with the GPUs."""
     return base_min * n_gpus / base_gpus
 
 
@@ -33,7 +33,7 @@ def kept_at_young_daly(n_gpus: int, checkpoint_min: float, failure: FailureModel
 
 @dataclass(frozen=True)
 class Choice:
-    """Exercise 9.5's answer: backups, interval (min), and the expected kept share, step efficiency, goodput."""
+    """Exercise 10.5's answer: backups, interval (min), and the expected kept share, step efficiency, goodput."""
 
     n_backup: int
     interval_min: float
@@ -57,23 +57,23 @@ def goodput_at(n_gpus: int, n_backup: int, step: StepModel = StepModel(),
 
 def best_choice(n_gpus: int = BIG_GPUS, max_backups: int = MAX_BACKUPS, step: StepModel = StepModel(),
                 failure: FailureModel = FailureModel()) -> Choice:
-    """Exercise 9.5: the backups (0 .. ``max_backups``) and interval with the highest expected goodput."""
+    """Exercise 10.5: the backups (0 .. ``max_backups``) and interval with the highest expected goodput."""
     return max((goodput_at(n_gpus, b, step, failure) for b in range(max_backups + 1)), key=lambda c: c.goodput)
 
 
 ANSWERS: dict[str, dict] = {
-    "ch9.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
+    "ch10.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
                   what="the cluster MTBF of 16,384 GPUs from Meta's per-GPU figure", unit="min",
                   rel_tol=1e-2),
-    "ch9.2": dict(answer=lambda: young_daly_min(MTBF_MIN, CHECKPOINT_MIN),
+    "ch10.2": dict(answer=lambda: young_daly_min(MTBF_MIN, CHECKPOINT_MIN),
                   what="the Young-Daly interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
-    "ch9.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
+    "ch10.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
                   what="Daly's higher-order interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
-    "ch9.4": dict(answer=lambda: step_efficiency_drop_slowest(16_384, backup_count(16_384, 0.02)),
+    "ch10.4": dict(answer=lambda: step_efficiency_drop_slowest(16_384, backup_count(16_384, 0.02)),
                   what="the step efficiency of 16,384 + 328 GPUs that drop the 328 slowest", rel_tol=2e-3),
-    "ch9.5": dict(answer=lambda: best_choice().goodput,
+    "ch10.5": dict(answer=lambda: best_choice().goodput,
                   what="the best expected goodput of 65,536 GPUs over backups and intervals", rel_tol=2e-3),
-    "ch9.6": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
+    "ch10.6": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
                   what="the kept share at 65,536 GPUs, Young-Daly, a checkpoint growing with the cluster",
                   rel_tol=1e-3),
 }

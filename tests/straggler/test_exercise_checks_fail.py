@@ -1,4 +1,4 @@
-"""Every final check of chapter 9's exercises can fail: each solution cell is run as the book runs it, then again
+"""Every final check of chapter 10's exercises can fail: each solution cell is run as the book runs it, then again
 with a wrong answer fed to its ``check``, and must fail (issue 27)."""
 
 import re
@@ -28,7 +28,7 @@ def _setup_and_solutions():
     head, _, rest = text.partition("## Exercises")
     setup = [c for c in _cells(head) if "import" in c and "StepModel" in c or "n_gpus = " in c]
     solutions = {}
-    for block in re.findall(r"````\{solution-start\} (ex-ch9-\d+)\n.*?````(.*?)````\{solution-end\}", rest, re.S):
+    for block in re.findall(r"````\{solution-start\} (ex-ch10-\d+)\n.*?````(.*?)````\{solution-end\}", rest, re.S):
         label, body = block
         code = "\n".join(_cells(body))
         if "check(" in code:
@@ -51,7 +51,7 @@ def _namespace(wrong: bool) -> dict:
 
 def test_the_chapter_has_its_solutions():
     assert len(SETUP) == 2, "expected the parameters cell and the imports cell"
-    assert sorted(SOLUTIONS) == [f"ex-ch9-{k}" for k in range(1, 7)]
+    assert sorted(SOLUTIONS) == [f"ex-ch10-{k}" for k in range(1, 7)]
 
 
 def test_right_answers_pass_in_order():
