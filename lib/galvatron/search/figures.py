@@ -68,17 +68,24 @@ def counts_figure(gpus=(2, 4, 8, 16, 32, 64)):
     return layout(fig, "Strategies per layer: decision trees, before and after pruning", height=380)
 
 
-def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int, extra_overhead_ms: float = 0.0):
+def pure_costs(layer, n_gpus: int, global_bsz: int, cluster, chunks: int, extra_overhead_ms: float = 0.0,
+               rules=None, model_name: str = ""):
     """Memory and message volume of one layer under each pure parallelism (for the 'four ways' table).
 
     ``time_s`` is the cost model's total for the layer (``layer_time_s``, with the model's fixed per-iteration
     overhead ``extra_overhead_ms`` when given, as the search uses it); ``overhead_ms`` is that overhead's share
-    of it in ms per layer (data-parallel shapes only)."""
+    of it in ms per layer (data-parallel shapes only). With ``rules`` whose micro-batch rule is not
+    ``galvatron2`` (e.g. ``vldb2023``), PP's micro-batches follow the rules for ``model_name`` instead of
+    ``chunks``."""
+    from .rules import get_rules
+
+    rules = get_rules(rules)
     out = []
     shapes = [("DP", Strategy.from_shape(1, 1, n_gpus)), ("SDP", Strategy.from_shape(1, 1, n_gpus, sdp=True)),
               ("TP", Strategy.from_shape(1, n_gpus, 1)), ("PP", Strategy.from_shape(n_gpus, 1, 1))]
     for name, s in shapes:
-        t = layer_time_terms(layer, s, global_bsz, cluster, chunks if s.pp > 1 else 1, extra_overhead_ms)
+        ch = chunks if rules.chunks == "galvatron2" else rules.chunks_for(model_name, global_bsz, s, n_gpus)
+        t = layer_time_terms(layer, s, global_bsz, cluster, ch if s.pp > 1 else 1, extra_overhead_ms, rules)
         states = 4 * layer.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1)
         act = layer.act_mb(s.tp) * global_bsz / s.dp
         dp_mb = 2 * (s.dp - 1) / s.dp * layer.param_mb / s.tp
@@ -115,11 +122,26 @@ TERM_NAMES = [("fwd_ms", "forward"), ("bwd_hidden_ms", "backward"), ("dp_exposed
               ("bubble_ms", "pipeline bubble")]
 
 
-def term_rows(layer, strategies, global_bsz, cluster, chunks_of, extra_overhead_ms):
-    """Per strategy, the time terms in ms per layer, summing to the total (bubble shown as its own term)."""
+def term_rows(layer, strategies, global_bsz, cluster, chunks_of, extra_overhead_ms, rules=None,
+              model=None):
+    """Per strategy, the time terms in ms per layer, summing to the total (bubble shown as its own term).
+
+    ``chunks_of(pp)`` gives the micro-batches, unless ``rules`` has a micro-batch rule other than
+    ``galvatron2`` (``vldb2023``): then ``rules.chunks_for`` for ``model`` decides them per strategy.
+    ``model_mb`` is the memory of the layers one GPU holds if every layer of ``model`` were this one
+    (layer memory x L/pp: a pipeline stage keeps only its own layers), ``iter_ms`` the iteration's time
+    (L x the layer's), so that memory and time are both whole-model figures per GPU."""
+    from .rules import get_rules
+
+    rules = get_rules(rules)
+    n_layers = model.n_layers if model is not None else 1
     rows = []
     for s in strategies:
-        t = layer_time_terms(layer, s, global_bsz, cluster, chunks_of(s.pp), extra_overhead_ms)
+        if rules.chunks == "galvatron2" or model is None:
+            m = chunks_of(s.pp)
+        else:
+            m = rules.chunks_for(model.name, global_bsz, s, cluster.n_gpus)
+        t = layer_time_terms(layer, s, global_bsz, cluster, m, extra_overhead_ms, rules)
         scale = cluster.time_inflation / 24
         ideal = dict(fwd_ms=t["fwd_ms"], bwd_hidden_ms=t["bwd_ms"], dp_exposed_ms=t["dp_exposed_ms"],
                      tp_ms=t["tp_ms"], sdp_ms=t["sdp_ms"], extra_overhead_ms=t["extra_overhead_ms"])
@@ -128,14 +150,14 @@ def term_rows(layer, strategies, global_bsz, cluster, chunks_of, extra_overhead_
         comp = ideal["fwd_ms"] + ideal["bwd_hidden_ms"] + ideal["tp_ms"]
         ideal["bubble_ms"] = 0.0
         if s.pp > 1:
-            m = chunks_of(s.pp)
             for k in ("fwd_ms", "bwd_hidden_ms", "tp_ms"):
                 ideal[k] /= s.pp
             ideal["bubble_ms"] = comp * (s.pp - 1) / (s.pp * m)
         total = t["total_s"] * 1e3
         assert abs(sum(ideal.values()) + t["p2p_ms"] * scale - total) < 1e-6 * max(total, 1.0)
-        rows.append(dict(strategy=s, total_ms=total, mem_mb=layer_memory_mb(layer, s, global_bsz),
-                         compute_ms=comp, **ideal))
+        mem = layer_memory_mb(layer, s, global_bsz, rules)
+        rows.append(dict(strategy=s, total_ms=total, mem_mb=mem, compute_ms=comp, chunks=m,
+                         model_mb=mem * n_layers / s.pp, iter_ms=total * n_layers, **ideal))
     return rows
 
 
@@ -178,8 +200,21 @@ def overlap_gap_figure(codes, gap_pct, kappa: float = 1.3):
     return layout(fig, "How much the overlap slowdown raises each estimate", height=400)
 
 
-def mem_time_figure(rows, title):
-    """One dot per strategy (``term_rows`` rows): memory per GPU for the layer against its time."""
+def _label_positions(xs, ys):
+    """Text positions that keep neighbouring labels apart: points sorted by x alternate above and below,
+    and a point whose neighbour is close on both axes moves its label to the side."""
+    order = np.argsort(xs)
+    pos = [""] * len(xs)
+    cycle = ("top center", "bottom center", "middle right", "middle left")
+    for k, i in enumerate(order):
+        pos[i] = cycle[k % len(cycle)]
+    return pos
+
+
+def mem_time_figure(rows, title, budget_gb: float | None = None):
+    """One dot per strategy (``term_rows`` rows with ``model`` given): the memory of the layers one GPU
+    holds (GB, whole model: a pipeline stage holds L/pp layers) against the iteration's time (s), so that
+    memory and time are normalised the same way for every strategy. ``budget_gb``: a vertical line."""
     import plotly.graph_objects as go
 
     pp = [r for r in rows if r["strategy"].pp > 1]
@@ -187,22 +222,54 @@ def mem_time_figure(rows, title):
     fig = go.Figure()
     for group, name, colour in ((flat, "no pipeline", PALETTE["primary"]),
                                 (pp, "with pipeline (pp > 1)", PALETTE["accent"])):
-        fig.add_scatter(x=[r["mem_mb"] for r in group], y=[r["total_ms"] for r in group], mode="markers+text",
-                        text=[r["strategy"].code for r in group], textposition="top center", name=name,
-                        textfont=dict(size=10), marker=dict(size=9, color=colour))
-    fig.update_layout(xaxis_title="memory per GPU for this layer (MB)", yaxis_title="time per layer (ms)")
-    return layout(fig, title, height=440)
+        xs = [r["model_mb"] / 1024 for r in group]
+        ys = [r["iter_ms"] / 1e3 for r in group]
+        fig.add_scatter(x=xs, y=ys, mode="markers+text", text=[r["strategy"].code for r in group],
+                        textposition=_label_positions(xs, ys), name=name, textfont=dict(size=10),
+                        marker=dict(size=9, color=colour),
+                        hovertemplate="%{text}: %{x:.2f} GB, %{y:.2f} s<extra></extra>")
+    if budget_gb is not None:
+        fig.add_vline(x=budget_gb, line=dict(color=PALETTE["bad"], dash="dash"),
+                      annotation_text=f"budget {budget_gb:g} GB", annotation_position="top")
+    fig.update_layout(xaxis_title="memory of the layers one GPU holds (GB, whole model)",
+                      yaxis_title="time per iteration (s, whole model)")
+    return layout(fig, title, height=480)
+
+
+def whole_model_figure(rows, budget_gb: float, title: str):
+    """``report.whole_model_rows``: per-GPU memory of each pure strategy over the whole model (layers and
+    "other", stacked, GB) against the budget line, and its throughput (samples/s), one bar pair per batch."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("peak memory per GPU (GB)", "throughput (samples/s)"))
+    x = [f"{r['kind']} B={r.get('global_bsz', '')}" for r in rows]
+    fig.add_bar(x=x, y=[r["layers_mb"] / 1024 for r in rows], name="layers on the GPU",
+                marker_color=PALETTE["primary"], row=1, col=1)
+    fig.add_bar(x=x, y=[r["other_mb"] / 1024 for r in rows], name="other (embeddings, heads, context)",
+                marker_color=PALETTE["neutral"], row=1, col=1)
+    fig.add_hline(y=budget_gb, line=dict(color=PALETTE["bad"], dash="dash"), row=1, col=1,
+                  annotation_text=f"budget {budget_gb:g} GB", annotation_position="top left")
+    fits = [r["peak_mb"] <= budget_gb * 1024 for r in rows]
+    fig.add_bar(x=x, y=[r["throughput"] for r in rows], name="throughput",
+                marker_color=[PALETTE["good"] if f else PALETTE["neutral"] for f in fits],
+                showlegend=False, row=1, col=2,
+                hovertemplate="%{x}: %{y:.2f} samples/s<extra></extra>")
+    fig.update_layout(barmode="stack", xaxis_tickangle=-45, xaxis2_tickangle=-45)
+    return layout(fig, title, height=420)
 
 
 def transition_figure(layer, strategies, global_bsz, cluster):
     import plotly.graph_objects as go
 
     codes = [s.code for s in strategies]
-    z = np.array([[transition_s(layer, a, b, global_bsz, cluster) * 1e3 for b in strategies] for a in strategies])
+    # Neighbours in a plan share its pipeline degree: pairs across degrees can never meet, and stay blank.
+    z = np.array([[transition_s(layer, a, b, global_bsz, cluster) * 1e3 if a.pp == b.pp else np.nan
+                   for b in strategies] for a in strategies])
     fig = go.Figure(go.Heatmap(z=z, x=codes, y=codes, colorscale="Blues", colorbar=dict(title="ms"),
-                               hovertemplate="from %{y} to %{x}: %{z:.3f} ms<extra></extra>"))
+                               hoverongaps=False, hovertemplate="from %{y} to %{x}: %{z:.3f} ms<extra></extra>"))
     fig.update_layout(xaxis_title="next layer", yaxis_title="previous layer", yaxis_autorange="reversed")
-    return layout(fig, f"Slice-Gather cost between neighbouring layers (global batch {global_bsz})", height=560)
+    return layout(fig, f"Slice-Gather cost between neighbouring layers of one pipeline degree "
+                       f"(global batch {global_bsz}; blank: never neighbours)", height=560)
 
 
 def dp_table_full(time_s, mem_mb, trans_s, budget_mb: int) -> np.ndarray:

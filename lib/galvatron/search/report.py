@@ -154,6 +154,116 @@ def four_ways(rows) -> dict:
     }
 
 
+PURE_SHAPES = ("DP", "SDP", "TP", "PP")
+
+
+def pure_shape(kind: str, n_gpus: int) -> Strategy:
+    """The pure strategy ``kind`` (DP, SDP, TP or PP) over ``n_gpus`` GPUs."""
+    shapes = {"DP": (1, 1, n_gpus, False), "SDP": (1, 1, n_gpus, True), "TP": (1, n_gpus, 1, False),
+              "PP": (n_gpus, 1, 1, False)}
+    if kind not in shapes:
+        raise ValueError(f"kind must be one of {PURE_SHAPES}; got {kind!r}")
+    pp, tp, dp, sdp = shapes[kind]
+    return Strategy.from_shape(pp, tp, dp, sdp=sdp)
+
+
+def whole_model_rows(model, cluster, global_bsz: int, rules=None, kinds=PURE_SHAPES) -> list[dict]:
+    """Each pure strategy over the whole model, per GPU (the worked example of chapter 5).
+
+    ``layers_mb``: the layers one GPU holds, i.e. layer memory x L/pp (a pipeline stage holds its own layers
+    only); ``other_mb``: embeddings, heads and context (``other_memory_mb``); ``peak_mb`` their sum (the first
+    pipeline stage, which holds the "other" memory). ``iter_ms``: one iteration, the sum of every layer's
+    ``layer_time_s`` (which already charges a pipeline 1/pp of the compute plus its bubble); ``throughput``
+    B / iteration. Micro-batches per ``rules``. Used in: book/galvatron/01_the_space."""
+    from .cost import layer_time_s, other_memory_mb
+    from .rules import get_rules
+
+    rules = get_rules(rules)
+    out = []
+    for kind in kinds:
+        s = pure_shape(kind, cluster.n_gpus)
+        layers = model.layers()
+        ch = rules.chunks_for(model.name, global_bsz, s, cluster.n_gpus)
+        per_layer_mb = [layer_memory_mb(lt, s, global_bsz, rules) for lt in layers]
+        layers_mb = sum(per_layer_mb) / s.pp
+        other = other_memory_mb(model, s, global_bsz)
+        iter_ms = 1e3 * sum(layer_time_s(lt, s, global_bsz, cluster, ch, model.extra_overhead_ms, rules)
+                            for lt in layers)
+        out.append(dict(kind=kind, strategy=s, global_bsz=global_bsz, chunks=ch, layer_mb=per_layer_mb[-1], layers_per_gpu=len(layers)
+                        // s.pp, layers_mb=layers_mb, other_mb=other, peak_mb=layers_mb + other,
+                        iter_ms=iter_ms, throughput=global_bsz / iter_ms * 1e3))
+    return out
+
+
+def whole_model_table(rows, budget_gb: float, label: str) -> Table:
+    """``whole_model_rows`` as a table: per-GPU memory (GB) and time, and whether it fits ``budget_gb``."""
+    return Table(["kind", "code", "B", "layers per GPU", "one layer MB", "layers GB", "other GB", "peak GB",
+                  f"fits {budget_gb:g} GB", "ms per iteration", "samples/s"],
+                 [[r["kind"], r["strategy"].code, str(r["global_bsz"]), str(r["layers_per_gpu"]), f"{r['layer_mb']:.1f}",
+                   f"{r['layers_mb'] / 1024:.2f}", f"{r['other_mb'] / 1024:.2f}", f"{r['peak_mb'] / 1024:.2f}",
+                   "yes" if r["peak_mb"] <= budget_gb * 1024 else "no", f"{r['iter_ms']:.0f}",
+                   f"{r['throughput']:.2f}"] for r in rows], caption=label)
+
+
+def whole_model_glue(rows, budget_gb: float) -> dict:
+    """Glue values (numbers only) for the worked example's paragraph in chapter 5, keyed by kind and batch:
+    ``wm_<kind>_<B>_<what>``."""
+    out = {"wm_budget": f"{budget_gb:g} GB"}
+    for r in rows:
+        key = f"wm_{r['kind'].lower()}_{r['global_bsz']}"
+        out[f"{key}_gb"] = f"{r['layers_mb'] / 1024:.2f} GB"
+        out[f"{key}_peak"] = f"{r['peak_mb'] / 1024:.2f} GB"
+        out[f"{key}_layer"] = f"{r['layer_mb']:.0f} MB"
+        out[f"{key}_ms"] = f"{r['iter_ms']:,.0f} ms"
+        out[f"{key}_rate"] = f"{r['throughput']:.2f} samples/s"
+        out[f"{key}_layers"] = str(r["layers_per_gpu"])
+    return out
+
+
+def layer_by_hand(layer, s: Strategy, global_bsz: float, cluster, extra_overhead_ms: float, rules=None) -> dict:
+    """One data-parallel layer (``pp = tp = 1``, no sharding, no checkpointing) priced term by term, in ms per
+    layer, as chapter 6 writes it by hand, next to the cost model's own ``layer_time_s``:
+
+    fwd = f b, C = 2 f b (the backward), G = 2 (dp-1)/dp P c (the gradient all-reduce at c ms/MB),
+    overlap = max(G, C) + (kappa - 1) min(G, C), eo = extra overhead / 24, sum = fwd + overlap + eo,
+    total = 1.1 x sum. ``code_ms`` is ``layer_time_s`` x 1000; the two agree (a test and a claim cell check it).
+    Used in: book/galvatron/02_the_cost_model."""
+    from .cost import DUMMY_LAYERS, layer_time_s
+
+    if (s.pp, s.tp, s.sdp, s.ckpt) != (1, 1, False, False) or s.dp < 2:
+        raise ValueError(f"layer_by_hand covers plain DP shapes 1-1-N (N >= 2) only; got {s.code}")
+    b = global_bsz / s.dp
+    coe = cluster.allreduce_coe(1, s.dp, True)
+    kappa = cluster.overlap_coe
+    fwd = layer.fwd_ms_per_sample * b
+    bwd = 2 * fwd
+    msg_mb = 2 * (s.dp - 1) / s.dp * layer.param_mb
+    comm = msg_mb * coe
+    overlap = max(comm, bwd) + (kappa - 1) * min(comm, bwd)
+    eo = extra_overhead_ms / DUMMY_LAYERS
+    total_raw = fwd + overlap + eo
+    total = total_raw * cluster.time_inflation
+    code = layer_time_s(layer, s, global_bsz, cluster, 1, extra_overhead_ms, rules) * 1e3
+    states = 4 * layer.param_mb
+    act = layer.act_mb(1) * b
+    return dict(b=b, f_ms=layer.fwd_ms_per_sample, coe=coe, kappa=kappa, inflation=cluster.time_inflation,
+                fwd_ms=fwd, bwd_ms=bwd, msg_mb=msg_mb, comm_ms=comm, overlap_ms=overlap, eo_ms=eo,
+                sum_ms=total_raw, total_ms=total, code_ms=code, states_mb=states, act_mb=act,
+                mem_mb=states + act, code_mem_mb=layer_memory_mb(layer, s, global_bsz, rules))
+
+
+def layer_by_hand_glue(h: dict, n_layers: int) -> dict:
+    """Glue values (numbers only) of ``layer_by_hand`` for chapter 6's worked layer."""
+    f = lambda x, d=2: f"{x:.{d}f}"
+    return {"h_b": f(h["b"], 0), "h_f": f(h["f_ms"], 3), "h_fwd": f(h["fwd_ms"]), "h_bwd": f(h["bwd_ms"]),
+            "h_msg": f(h["msg_mb"], 1), "h_coe": f(h["coe"], 4), "h_comm": f(h["comm_ms"]),
+            "h_kappa": f"{h['kappa']:g}", "h_kappa1": f"{h['kappa'] - 1:.1f}",
+            "h_overlap": f(h["overlap_ms"]), "h_eo": f(h["eo_ms"]), "h_sum": f(h["sum_ms"]),
+            "h_infl": f"{h['inflation']:g}", "h_total": f(h["total_ms"]), "h_code": f(h["code_ms"], 4),
+            "h_states": f(h["states_mb"], 1), "h_act": f(h["act_mb"], 1), "h_mem": f(h["mem_mb"], 1),
+            "h_mem_gb": f"{h['mem_mb'] * n_layers / 1024:.1f} GB", "h_iter": f"{h['total_ms'] * n_layers:.0f} ms"}
+
+
 def code_examples(n_gpus: int) -> Table:
     """How to read a strategy code: a few strategies of ``n_gpus`` GPUs with their trees in words."""
     picks = [Strategy.from_shape(1, 1, n_gpus), Strategy.from_shape(1, 1, n_gpus, sdp=True),
