@@ -295,11 +295,12 @@ def dp_table_full(time_s, mem_mb, trans_s, budget_mb: int) -> np.ndarray:
     return f
 
 
-def dp_table_frames(table, codes, title, max_cols: int = 240):
+def dp_table_frames(table, codes, title, max_cols: int = 240, path=None):
     """Slider over layers: the DP table filling up. Rows are (layer i, strategy s), columns memory levels v
     (MB); frame k shows f for layers 0..k and leaves the later layers empty; the last frame marks the answer,
     min_s f[L-1, E, s]. ``table`` is ``dp_table_full``'s array; columns are thinned to at most ``max_cols``
-    (always keeping v = E)."""
+    (always keeping v = E). ``path``: the (layer, strategy, level) cells of the backtracking
+    (``dp_readable.path``), drawn as a line of markers in the last frame."""
     import plotly.graph_objects as go
 
     L, V, S = table.shape
@@ -325,8 +326,15 @@ def dp_table_frames(table, codes, title, max_cols: int = 240):
                           mode="markers", marker=dict(symbol="star", size=16, color=PALETTE["bad"],
                                                       line=dict(color="white", width=1)),
                           showlegend=False, hovertemplate="the answer: %{y} at v = E<extra></extra>")
-        what = f"layers 0 to {k} filled" if k < L - 1 else f"all {L} layers; the star marks the answer"
-        frames.append(Frame(label=f"layer {k}", data=[hm, mark], title=f"{title}: {what}"))
+        cells = path if (last and path) else []
+        trail = go.Scatter(x=[v for _, _, v in cells], y=[ylab[i * S + j] for i, j, _ in cells],
+                           mode="lines+markers", line=dict(color=PALETTE["bad"], width=2, dash="dot"),
+                           marker=dict(symbol="circle-open", size=12, color=PALETTE["bad"], line=dict(width=2)),
+                           showlegend=False,
+                           hovertemplate="the plan: %{y} read at v = %{x} MB<extra></extra>")
+        what = f"layers 0 to {k} filled" if k < L - 1 else \
+            f"all {L} layers; the star marks the answer" + (", the circles the plan" if path else "")
+        frames.append(Frame(label=f"layer {k}", data=[hm, mark, trail], title=f"{title}: {what}"))
     fig = frames_figure(frames, "after layer", active=L - 1)
     fig.update_layout(xaxis_title="memory allowed so far, v (MB)", yaxis_title="layer: strategy",
                       xaxis_range=[-stride / 2, E + stride / 2], yaxis_autorange="reversed")
@@ -357,42 +365,132 @@ def comparison_figure(table, models, budgets, systems):
                   height=300 * rows + 80)
 
 
-def plan_figure(plan, model, title):
-    """Figure 5 of the paper, redrawn: one rectangle per layer, height = parameter memory per GPU (MB),
-    width = activation memory per GPU (MB); colour = strategy."""
+def _rects(plan, model):
+    """Per layer of ``plan``: (stage, strategy, model-state MB, activation MB) per GPU, as ``plan_figure``
+    draws them."""
+    strats, layers, B = plan.strategies(), model.layers(), plan.global_bsz
+    stage = [k for k, n in enumerate(plan.stage_sizes()) for _ in range(n)]
+    return [(k, s, 4 * lt.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1.0),
+             (lt.ckpt_act_mb() if s.ckpt else lt.act_mb(s.tp)) * B / s.dp)
+            for k, s, lt in zip(stage, strats, layers)]
+
+
+def stage_widest_mb(plan, model) -> float:
+    """The largest activation memory of one stage of ``plan`` (MB per GPU): ``plan_figure``'s x extent."""
+    per = {}
+    for k, _, _, w in _rects(plan, model):
+        per[k] = per.get(k, 0.0) + w
+    return max(per.values())
+
+
+def stage_tallest_mb(plan, model) -> float:
+    """The largest model-state memory of one layer of ``plan`` (MB per GPU): ``plan_figure``'s y extent."""
+    return max(h for _, _, h, _ in _rects(plan, model))
+
+
+def plan_figure(plan, model, title, x_max_mb: float | None = None, y_max_mb: float | None = None):
+    """Figure 5 of the paper, redrawn per pipeline stage: one rectangle per layer, height = model-state memory
+    per GPU (MB), width = activation memory per GPU (MB), laid side by side within its stage (each stage is
+    on other GPUs, so stages do not add up); colour = strategy. ``x_max_mb``/``y_max_mb`` fix the axes."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     strats, layers, B = plan.strategies(), model.layers(), plan.global_bsz
+    sizes = plan.stage_sizes()
     codes = sorted({s.code for s in strats}, key=lambda c: [s.code for s in strats].index(c))
     colour = {c: SEQUENCE[i % len(SEQUENCE)] for i, c in enumerate(codes)}
-    fig = go.Figure()
-    x0 = 0.0
-    seen = set()
-    for i, (s, lt) in enumerate(zip(strats, layers)):
-        h = 4 * lt.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1.0)
-        w = (lt.ckpt_act_mb() if s.ckpt else lt.act_mb(s.tp)) * B / s.dp
-        fig.add_scatter(x=[x0, x0 + w, x0 + w, x0, x0], y=[0, 0, h, h, 0], fill="toself", mode="lines",
-                        line=dict(color="white", width=1), fillcolor=colour[s.code], name=f"{s.code} ({s.name})",
-                        legendgroup=s.code, showlegend=s.code not in seen,
-                        hovertext=f"layer {i}: {s.name}<br>model states {h:.0f} MB<br>activations {w:.0f} MB",
-                        hoverinfo="text")
-        seen.add(s.code)
-        x0 += w
-    fig.update_layout(xaxis_title="activation memory per GPU (MB, cumulative over layers)",
-                      yaxis_title="model-state memory per GPU (MB)")
-    return layout(fig, title, height=360)
+    fig = make_subplots(rows=1, cols=len(sizes), shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=[f"stage {k} ({n} layers)" for k, n in enumerate(sizes)]
+                        if len(sizes) > 1 else None)
+    seen, i, widest, tallest = set(), 0, 0.0, 0.0
+    for k, n in enumerate(sizes):
+        x0 = 0.0
+        for s, lt in zip(strats[i:i + n], layers[i:i + n]):
+            h = 4 * lt.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1.0)
+            w = (lt.ckpt_act_mb() if s.ckpt else lt.act_mb(s.tp)) * B / s.dp
+            fig.add_scatter(x=[x0, x0 + w, x0 + w, x0, x0], y=[0, 0, h, h, 0], fill="toself", mode="lines",
+                            line=dict(color="white", width=1), fillcolor=colour[s.code],
+                            name=f"{s.code} ({s.name})", legendgroup=s.code, showlegend=s.code not in seen,
+                            hovertext=f"stage {k}, layer {i}: {s.name}<br>model states {h:.0f} MB<br>"
+                                      f"activations {w:.0f} MB", hoverinfo="text", row=1, col=k + 1)
+            seen.add(s.code)
+            x0 += w
+            tallest = max(tallest, h)
+            i += 1
+        widest = max(widest, x0)
+    fig.update_xaxes(range=[0, x_max_mb or widest * 1.02])
+    fig.update_yaxes(range=[0, y_max_mb or tallest * 1.1])
+    fig.update_xaxes(title_text="activation memory per GPU (MB, summed over the stage's layers)", row=1,
+                     col=1)
+    fig.update_yaxes(title_text="model-state memory per GPU (MB)", row=1, col=1)
+    return layout(fig, title, height=380)
 
 
-def lines_figure(x, series: dict, xtitle, ytitle, title, log_y=False):
+def lines_figure(x, series: dict, xtitle, ytitle, title, log_y=False, feasible: dict | None = None):
+    """One line per series. ``feasible``: per series, one bool per point; the points where it is False
+    (a search that found no plan) are drawn as crosses and named in the legend, not left to pass as data."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    marked = False
     for (name, ys), colour in zip(series.items(), SEQUENCE):
+        ok = list(feasible[name]) if feasible else [True] * len(ys)
         fig.add_scatter(x=list(x), y=list(ys), name=name, mode="lines+markers", line=dict(color=colour))
+        bad = [k for k, f in enumerate(ok) if not f]
+        if bad:
+            fig.add_scatter(x=[list(x)[k] for k in bad], y=[list(ys)[k] for k in bad], mode="markers",
+                            name="no plan fits (search stops early)", legendgroup="infeasible",
+                            showlegend=not marked,
+                            marker=dict(symbol="x", size=13, color=PALETTE["bad"], line=dict(width=1)))
+            marked = True
     fig.update_layout(xaxis_title=xtitle, yaxis_title=ytitle)
     if log_y:
         fig.update_yaxes(type="log")
     return layout(fig, title, height=380)
+
+
+def stage_memory(plan, model, rules=None) -> list[dict]:
+    """Per pipeline stage of ``plan``: the model states and activations of its layers on one GPU (MB), and the
+    "other" memory (embeddings, heads, context) that the first stage holds. Used in: 03_the_search."""
+    from .cost import other_memory_mb
+
+    strats, layers, B = plan.strategies(), model.layers(), plan.global_bsz
+    out, i = [], 0
+    for k, n in enumerate(plan.stage_sizes()):
+        states = act = 0.0
+        for s, lt in zip(strats[i:i + n], layers[i:i + n]):
+            st = 4 * lt.param_mb / s.tp * ((1 / s.dp + 0.025) if s.sdp else 1.0)
+            states += st
+            act += layer_memory_mb(lt, s, B, rules) - st
+        other = other_memory_mb(model, strats[0], B) if k == 0 else 0.0
+        out.append(dict(stage=k, layers=n, states_mb=states, act_mb=act, other_mb=other,
+                        total_mb=states + act + other))
+        i += n
+    return out
+
+
+def stage_memory_figure(plans: dict, model, budgets: dict, title: str, rules=None, y_max_gb: float = 24.0):
+    """Per-GPU memory of each pipeline stage (GB; model states, activations, other, stacked) for several plans
+    (``plans``: label -> Plan), with each plan's budget (``budgets``: label -> GB) as a line over its bars.
+    The y axis is fixed to ``y_max_gb`` so that plans compare at a glance."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    parts = (("states_mb", "model states", PALETTE["primary"]), ("act_mb", "activations", PALETTE["secondary"]),
+             ("other_mb", "other (first stage)", PALETTE["neutral"]))
+    xs_all = []
+    for label, plan in plans.items():
+        rows = stage_memory(plan, model, rules)
+        xs = [f"{label}, stage {r['stage']}" for r in rows]
+        xs_all += xs
+        for key, name, colour in parts:
+            fig.add_bar(x=xs, y=[r[key] / 1024 for r in rows], name=name, marker_color=colour,
+                        legendgroup=key, showlegend=label == next(iter(plans)))
+        fig.add_scatter(x=xs, y=[budgets[label]] * len(xs), mode="lines+markers", name="budget",
+                        line=dict(color=PALETTE["bad"], dash="dash"), marker=dict(symbol="line-ew", size=30),
+                        legendgroup="budget", showlegend=label == next(iter(plans)))
+    fig.update_layout(barmode="stack", yaxis_title="memory per GPU (GB)", yaxis_range=[0, y_max_gb])
+    return layout(fig, title, height=420)
 
 
 def count_table(gpus=(2, 4, 8, 16, 32, 64)):

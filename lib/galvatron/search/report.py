@@ -405,10 +405,68 @@ def compare_systems(models, budgets_gb, systems, cluster, uniform: bool = True, 
         mdl = load(name)
         for gb in budgets_gb:
             for sysname in systems:
-                res = search(mdl, cluster, gb, rules=rules) if sysname == "galvatron" else \
-                    search(mdl, cluster, gb, space=sysname, uniform=uniform, rules=rules)
+                space, ckpt = (sysname[: -len(CKPT)], True) if sysname.endswith(CKPT) else (sysname, False)
+                if space == "galvatron":
+                    res = search(mdl, cluster, gb, ckpt=ckpt, rules=rules)
+                else:
+                    res = search(mdl, cluster, gb, space=space, uniform=uniform, ckpt=ckpt, rules=rules)
                 table[(name, gb, sysname)], results[(name, gb, sysname)] = res.throughput, res
     return table, results, time.perf_counter() - t0
+
+
+#: Suffix of a system name in ``compare_systems`` that allows activation checkpointing ("sdp+ckpt").
+CKPT = "+ckpt"
+
+
+def fair_rows(table, models, budgets_gb, systems) -> list[dict]:
+    """Per model and budget: Galvatron (without checkpointing), the best baseline without checkpointing and
+    the best with it (name and samples/s), and Galvatron's gain (%) over the better of the two; negative where
+    a checkpointed baseline is faster. ``systems`` as given to ``compare_systems`` (baselines with the
+    ``+ckpt`` suffix are the checkpointed ones). Used in: book/galvatron/03_the_search (section 7.4)."""
+    plain = [s for s in systems if s != "galvatron" and not s.endswith(CKPT)]
+    ckpt = [s for s in systems if s.endswith(CKPT) and not s.startswith("galvatron")]
+    out = []
+    for name in models:
+        for gb in budgets_gb:
+            galv = table[(name, gb, "galvatron")]
+            bp = max(plain, key=lambda s: table[(name, gb, s)]) if plain else None
+            bc = max(ckpt, key=lambda s: table[(name, gb, s)]) if ckpt else None
+            vp = table[(name, gb, bp)] if bp else 0.0
+            vc = table[(name, gb, bc)] if bc else 0.0
+            best = max(vp, vc)
+            gain = 100 * (galv / best - 1) if best > 0 and galv > 0 else float("nan")
+            out.append(dict(model=name, gb=gb, galvatron=galv, best_plain=bp, plain=vp, best_ckpt=bc, ckpt=vc,
+                            best=best, gain_pct=gain))
+    return out
+
+
+def fair_table(rows, label: str) -> Table:
+    """``fair_rows`` as a table: what Galvatron adds over the best baseline, with or without CKPT."""
+    def val(v, who=None):
+        return "-" if v <= 0 else (f"{v:.2f} ({who})" if who else f"{v:.2f}")
+
+    def add(r):
+        g = r["gain_pct"]
+        if math.isnan(g):
+            return "no plan" if r["galvatron"] <= 0 else "no baseline fits"
+        return f"+{g:.0f}%" if g > 0.5 else ("nothing" if g > -0.5 else f"nothing ({g:.0f}%)")
+    return Table(["model", "GB", "Galvatron", "best baseline", "best baseline with CKPT",
+                  "Galvatron adds"],
+                 [[r["model"], f"{r['gb']:g}", val(r["galvatron"]), val(r["plain"], r["best_plain"]),
+                   val(r["ckpt"], r["best_ckpt"]), add(r)] for r in rows],
+                 caption=label + "; Galvatron adds: its gain over the better of the two baselines, "
+                                 "'nothing (-x%)' where it is x% slower; - = no plan fits")
+
+
+def fair_glue(rows) -> dict:
+    """Glue values (counts and extremes) of the fair comparison."""
+    ok = [r for r in rows if not math.isnan(r["gain_pct"])]
+    lose = [r for r in ok if r["gain_pct"] <= 0.5]
+    ckpt_wins = [r for r in ok if r["ckpt"] > r["plain"]]
+    win = [r for r in ok if r["gain_pct"] > 0.5]
+    return {"fair_n": str(len(ok)), "fair_n_lose": str(len(lose)), "fair_n_ckpt": str(len(ckpt_wins)),
+            "fair_n_win": str(len(win)),
+            "fair_max_win": f"{max(r['gain_pct'] for r in win):.0f}%" if win else "0%"}
 
 
 def comparison_table(table, models, budgets_gb, systems, label: str) -> Table:
@@ -552,24 +610,32 @@ def swin_summary(res, swin, budget_gb: float):
     else:
         tail = (f"Tensor parallelism appears in {and_list(with_tp)}"
                 + (f" only ({n_tp} of {len(tps)} layers)" if n_tp < len(tps) else "")
-                + ", and the mean TP degree " + ("rises with depth, as the paper observes" if rises else
-                                                 "does not rise with depth, unlike the paper's observation"))
+                + (", and the mean TP degree rises with depth, as the paper observes" if rises and
+                   2 * n_tp >= len(tps) else
+                   (": the mean TP degree rises only because a few of the deepest layers use it, while most deep "
+                    "layers keep pure (sharded) data parallelism, a much weaker split than the paper's")
+                   if rises else ", and the mean TP degree does not rise with depth, unlike the paper's "
+                                 "observation"))
     text = f"In our plan at {budget_gb:g} GB, " + "; ".join(per_type) + ". " + tail + "."
     table = Table(["layer type", "hidden", "parameters MB", "activations MB per sample", "mean TP degree"], rows)
     return table, text
 
 
-def time_searches(model, cluster, n_layers, budgets_gb, rules=None) -> dict:
-    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured)."""
+def time_searches(model, cluster, n_layers, budgets_gb, rules=None):
+    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured), and
+    whether each search found a plan (a search that finds none stops at its first batch, so it is quick).
+    Returns (times, feasible), both {"<GB> GB": [one per depth]}."""
     from .engine import search
 
     times = {f"{gb:g} GB": [] for gb in budgets_gb}
+    feasible = {f"{gb:g} GB": [] for gb in budgets_gb}
     for L in n_layers:
         for gb in budgets_gb:
             t0 = time.perf_counter()
-            search(model.with_layers(L), cluster, gb, rules=rules)
+            res = search(model.with_layers(L), cluster, gb, rules=rules)
             times[f"{gb:g} GB"].append(time.perf_counter() - t0)
-    return times
+            feasible[f"{gb:g} GB"].append(bool(res.feasible))
+    return times, feasible
 
 
 #: Galvatron and the best baseline on 16 GPUs, ViT-Huge-32 at 16 GB, samples/s (quoted, the paper, Table 3).
@@ -711,9 +777,10 @@ PUBLISHED_BERT_PLANS = {8: "B=8, pp=2, chunks=2: (15x 2-2*-2, 1x 2-2*-2f) per st
 def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=None, repeat: int = 3) -> dict:
     """Time one stage's DP (BERT-like uniform model, one (B, pp)) three ways on this CPU: ``dp_solve``
     (numpy, reachable band, no shortcut), ``dp_solve`` with the shortcut, and the same recurrence in plain
-    Python (``dp_solve_python``, every memory level). Best of ``repeat`` for the numpy ones; measured."""
+    Python (``dp_readable.solve``, every memory level). Best of ``repeat`` for the numpy ones; measured."""
+    from . import dp_readable
     from .cost import cost_tables, other_memory_mb
-    from .dynamic_program import dp_solve, dp_solve_python
+    from .dynamic_program import dp_solve
     from .rules import get_rules
     from .strategies import generate
 
@@ -735,9 +802,9 @@ def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=N
     t_np, a = best(lambda: dp_solve(t, m, r, E, shortcut=False))
     t_sc, _ = best(lambda: dp_solve(t, m, r, E))
     t0 = time.perf_counter()
-    b = dp_solve_python(t, m, r, E)
+    b_cost, b_choice, _ = dp_readable.solve(t.tolist(), m.tolist(), r.tolist(), E)
     t_py = time.perf_counter() - t0
-    if a.feasible != b.feasible or (a.feasible and abs(a.cost_s - b.cost_s) > 1e-9):
+    if a.feasible != bool(b_choice) or (a.feasible and abs(a.cost_s - b_cost) > 1e-9):
         raise AssertionError("dp_solve and the pure-Python DP disagree")
     return {"layers": len(layers), "E": E, "S": len(strats), "numpy_s": t_np, "shortcut_s": t_sc,
             "python_s": t_py, "ratio": t_py / t_np, "ratio_shortcut": t_py / max(t_sc, 1e-9)}
