@@ -53,7 +53,10 @@ def test_every_solution_fails_on_a_wrong_answer(name, monkeypatch):
     for cell in section:
         src = cell.source
         if not CHECK.search(src):
-            exec(src, ns)
+            try:
+                exec(src, ns)
+            except NameError:  # an open question's cell that shows a result of the main text (skipped here)
+                assert "check(" not in src
             continue
         assert ns.get("AT_DEFAULTS") is True, f"{name}: the exercises run at the chapter's defaults"
         solutions += 1
