@@ -196,9 +196,10 @@ def whole_model_rows(model, cluster, global_bsz: int, rules=None, kinds=PURE_SHA
 
 
 def whole_model_table(rows, budget_gb: float, label: str) -> Table:
-    """``whole_model_rows`` as a table: per-GPU memory (GB) and time, and whether it fits ``budget_gb``."""
-    return Table(["kind", "code", "B", "layers per GPU", "one layer MB", "layers GB", "other GB", "peak GB",
-                  f"fits {budget_gb:g} GB", "ms per iteration", "samples/s"],
+    """``whole_model_rows`` as a table: per-GPU memory (GB) and time, and whether it fits ``budget_gb``
+    ("layers": how many layers one GPU holds)."""
+    return Table(["kind", "code", "B", "layers", "a layer MB", "layers GB", "other GB", "peak GB",
+                  f"fits {budget_gb:g} GB", "ms/iter", "samples/s"],
                  [[r["kind"], r["strategy"].code, str(r["global_bsz"]), str(r["layers_per_gpu"]), f"{r['layer_mb']:.1f}",
                    f"{r['layers_mb'] / 1024:.2f}", f"{r['other_mb'] / 1024:.2f}", f"{r['peak_mb'] / 1024:.2f}",
                    "yes" if r["peak_mb"] <= budget_gb * 1024 else "no", f"{r['iter_ms']:.0f}",
