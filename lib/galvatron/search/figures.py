@@ -200,15 +200,45 @@ def overlap_gap_figure(codes, gap_pct, kappa: float = 1.3):
     return layout(fig, "How much the overlap slowdown raises each estimate", height=400)
 
 
-def _label_positions(xs, ys):
-    """Text positions that keep neighbouring labels apart: points sorted by x alternate above and below,
-    and a point whose neighbour is close on both axes moves its label to the side."""
-    order = np.argsort(xs)
-    pos = [""] * len(xs)
-    cycle = ("top center", "bottom center", "middle right", "middle left")
-    for k, i in enumerate(order):
-        pos[i] = cycle[k % len(cycle)]
-    return pos
+def _label_offsets(xs, ys, texts, width_px: float = 820, height_px: float = 340, char_px: float = 6.2,
+                   line_px: float = 13):
+    """Pixel offsets (ax, ay) for one annotation per point so that labels overlap neither each other nor the
+    points: a greedy placement, points in order of crowding, each label at the first of 16 candidate spots
+    (8 directions, 2 distances) whose box is free, else at the least crowded one. ``width_px``/``height_px``:
+    the plot area the axes span (approximately)."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    if len(xs) == 0:
+        return []
+    span = lambda v: (v.max() - v.min()) or 1.0
+    px = (xs - xs.min()) / span(xs) * width_px
+    py = (ys.max() - ys) / span(ys) * height_px            # screen y grows downwards
+    dirs = [(0, -1), (1, 0), (0, 1), (-1, 0), (1, -1), (1, 1), (-1, 1), (-1, -1)]
+    cands = [(dx * r, dy * r) for r in (16, 34) for dx, dy in dirs]
+    boxes, out = [], [None] * len(xs)
+    crowd = [sum(np.hypot(px - px[i], py - py[i]) < 60) for i in range(len(xs))]
+
+    def overlap(b):
+        x0, y0, x1, y1 = b
+        hits = sum(not (x1 < c[0] or c[2] < x0 or y1 < c[1] or c[3] < y0) for c in boxes)
+        pts = sum((x0 - 4 <= px) & (px <= x1 + 4) & (y0 - 4 <= py) & (py <= y1 + 4))
+        return hits + pts
+
+    for i in sorted(range(len(xs)), key=lambda k: -crowd[k]):
+        w, h = char_px * len(texts[i]), line_px
+        best = None
+        for ax, ay in cands:
+            cx = px[i] + ax + (w / 2 if ax > 0 else -w / 2 if ax < 0 else 0)
+            cy = py[i] + ay
+            box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+            score = overlap(box)
+            if best is None or score < best[0]:
+                best = (score, ax, ay, box)
+            if score == 0:
+                break
+        boxes.append(best[3])
+        out[i] = (best[1] + (char_px * len(texts[i]) / 2 if best[1] > 0 else
+                             -char_px * len(texts[i]) / 2 if best[1] < 0 else 0), best[2])
+    return out
 
 
 def mem_time_figure(rows, title, budget_gb: float | None = None):
@@ -224,10 +254,15 @@ def mem_time_figure(rows, title, budget_gb: float | None = None):
                                 (pp, "with pipeline (pp > 1)", PALETTE["accent"])):
         xs = [r["model_mb"] / 1024 for r in group]
         ys = [r["iter_ms"] / 1e3 for r in group]
-        fig.add_scatter(x=xs, y=ys, mode="markers+text", text=[r["strategy"].code for r in group],
-                        textposition=_label_positions(xs, ys), name=name, textfont=dict(size=10),
+        fig.add_scatter(x=xs, y=ys, mode="markers", text=[r["strategy"].code for r in group], name=name,
                         marker=dict(size=9, color=colour),
                         hovertemplate="%{text}: %{x:.2f} GB, %{y:.2f} s<extra></extra>")
+    xs = [r["model_mb"] / 1024 for r in rows]
+    ys = [r["iter_ms"] / 1e3 for r in rows]
+    codes = [r["strategy"].code for r in rows]
+    for x, y, code, (ax, ay) in zip(xs, ys, codes, _label_offsets(xs, ys, codes)):
+        fig.add_annotation(x=x, y=y, text=code, ax=ax, ay=ay, showarrow=True, arrowwidth=0.6,
+                           arrowcolor="#999", arrowhead=0, font=dict(size=10), standoff=4)
     if budget_gb is not None:
         fig.add_vline(x=budget_gb, line=dict(color=PALETTE["bad"], dash="dash"),
                       annotation_text=f"budget {budget_gb:g} GB", annotation_position="top")
@@ -250,10 +285,11 @@ def whole_model_figure(rows, budget_gb: float, title: str):
     fig.add_hline(y=budget_gb, line=dict(color=PALETTE["bad"], dash="dash"), row=1, col=1,
                   annotation_text=f"budget {budget_gb:g} GB", annotation_position="top left")
     fits = [r["peak_mb"] <= budget_gb * 1024 for r in rows]
-    fig.add_bar(x=x, y=[r["throughput"] for r in rows], name="throughput",
-                marker_color=[PALETTE["good"] if f else PALETTE["neutral"] for f in fits],
-                showlegend=False, row=1, col=2,
-                hovertemplate="%{x}: %{y:.2f} samples/s<extra></extra>")
+    for ok, name, colour in ((True, "throughput, fits the budget", PALETTE["good"]),
+                             (False, "throughput, does not fit", PALETTE["bad"])):
+        fig.add_bar(x=x, y=[r["throughput"] if f == ok else 0 for r, f in zip(rows, fits)], name=name,
+                    marker_color=colour, row=1, col=2,
+                    hovertemplate="%{x}: %{y:.2f} samples/s<extra></extra>")
     fig.update_layout(barmode="stack", xaxis_tickangle=-45, xaxis2_tickangle=-45)
     return layout(fig, title, height=420)
 

@@ -109,3 +109,18 @@ def test_dp_table_figure_draws_the_backtracking_path_in_the_last_frame():
     assert list(trail.x) == [v for _, _, v in cells] and len(fig.frames[0].data[2].x) == 0
     # every cell on the path holds a finite value of the table
     assert all(np.isfinite(table[i, v, s]) for i, s, v in cells)
+
+
+def test_scatter_labels_are_placed_apart():
+    from lib.galvatron.search.cost import default_chunks
+
+    rows = figures.term_rows(BERT.layer_types[0], generate(8), 16, C8, lambda pp: default_chunks(16, pp, 8),
+                             BERT.extra_overhead_ms, "vldb2023", BERT)
+    fig = figures.mem_time_figure(rows, "t", 8)
+    notes = [a for a in fig.layout.annotations if a.text in {r["strategy"].code for r in rows}]
+    assert sorted(a.text for a in notes) == sorted(r["strategy"].code for r in rows)
+    xs, ys = [r["model_mb"] / 1024 for r in rows], [r["iter_ms"] / 1e3 for r in rows]
+    offs = figures._label_offsets(xs, ys, [r["strategy"].code for r in rows])
+    # two points closer than a label's height get labels in different places
+    near = [(i, j) for i in range(len(xs)) for j in range(i) if abs(xs[i] - xs[j]) < 0.05 and abs(ys[i] - ys[j]) < 0.05]
+    assert near and all(offs[i] != offs[j] for i, j in near)
