@@ -5,8 +5,8 @@ search space), the search's answer out (``lib.galvatron.search.engine.search``: 
 throughput and memory) with the best baseline beside it (every baseline space, one strategy for all layers, as
 the search chapter runs them). :class:`YourBudgetYourPlan` puts ipywidgets sliders and selectors around it and
 draws the plan as the chapter does (``plan_figure``). In CI and in book builds (``lib.book.in_ci()``) its
-``show()`` draws :func:`static_figure` instead: precomputed frames over budgets x GPU counts on one slider
-(``lib.viz.frames_figure``, as Part III), with a note saying where to run it live.
+``show()`` draws :func:`static_figure` instead: a precomputed grid (GPU counts x budgets, every published
+model behind buttons, ``data/galvatron/twin_grid.json``), with a note saying where to run it live.
 Every number is estimated by the cost model on the published RTX TITAN profiles (simulated, never measured).
 Used in: book/galvatron/03_the_search ("Your budget, your plan").
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import importlib
 import inspect
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
@@ -193,35 +194,123 @@ def _title(a: PlanAnswer) -> str:
             f"{a.result.plan.est_mem_mb_per_device / 1024:.1f} GB; {vs}")
 
 
-def static_figure(model: str = "bert-huge-32", gpus: Sequence[int] = TWIN_GPUS,
-                  budgets_gb: Sequence[float] = TWIN_BUDGETS_GB, active: tuple[int, float] = (8, 8.0),
-                  rules: str = ""):
-    """The static twin: one frame per (GPU count, budget), each the plan of :func:`plan_answer` drawn as
-    ``plan_figure`` draws it, on one slider; axes fixed over all frames so plans compare at a glance."""
+#: The static twin's precomputed grid (``python -m lib.galvatron.widgets`` writes it): every published model at
+#: TWIN_GPUS x TWIN_BUDGETS_GB under the ``vldb2023`` rules, as the search chapter runs it. A test re-searches
+#: cells of it, so it cannot drift from the search.
+TWIN_GRID_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "data", "galvatron", "twin_grid.json")
+TWIN_RULES = "vldb2023"
+
+
+def grid_cell(model: str, n_gpus: int, budget_gb: float, rules: str = TWIN_RULES) -> dict:
+    """One cell of the static twin: Galvatron's answer for (model, GPUs, budget per GPU) under ``rules``, as
+    plain values (samples/s 0 and ``min_budget_gb`` when no plan fits)."""
+    a = _search(PlanSettings(model, n_gpus, float(budget_gb), rules), "full", False)
+    cell = dict(model=model, n_gpus=int(n_gpus), budget_gb=float(budget_gb), feasible=bool(a.feasible),
+                throughput=float(a.throughput))
+    if a.feasible:
+        p = a.plan
+        cell.update(global_bsz=int(p.global_bsz), pp=int(p.pp_deg), summary=p.summary(),
+                    peak_gb=float(p.est_mem_mb_per_device) / 1024)
+    else:
+        need = a.min_budget_gb
+        cell.update(min_budget_gb=float(need) if need is not None and need < 1e9 else None)
+    return cell
+
+
+def write_twin_grid(path: str = TWIN_GRID_PATH, models: Sequence[str] | None = None,
+                    gpus: Sequence[int] = TWIN_GPUS, budgets_gb: Sequence[float] = TWIN_BUDGETS_GB) -> dict:
+    """Search every cell of the twin's grid and write it to ``path`` (atomically). Minutes on one core."""
+    from lib import atomic
+
+    models = list(models or _model_names())
+    cells = [grid_cell(m, n, gb) for m in models for n in gpus for gb in budgets_gb]
+    grid = {"rules": TWIN_RULES, "source": "lib.galvatron.widgets.write_twin_grid: Galvatron's search on the "
+            "published RTX TITAN profiles (simulated)", "models": models, "gpus": list(gpus),
+            "budgets_gb": [float(b) for b in budgets_gb], "cells": cells}
+    atomic.write_json(path, grid)
+    return grid
+
+
+def load_twin_grid(path: str = TWIN_GRID_PATH) -> dict:
+    """The precomputed grid; ``ValueError`` naming the file if it is missing or not the twin's."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            grid = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"twin grid {path} is missing; write it with: python -m lib.galvatron.widgets") from None
+    if grid.get("rules") != TWIN_RULES or not grid.get("cells"):
+        raise ValueError(f"twin grid {path} is not a {TWIN_RULES} grid with cells; rewrite it with: "
+                         "python -m lib.galvatron.widgets")
+    return grid
+
+
+def static_figure(model: str = "bert-huge-32", active: tuple[int, float] = (8, 8.0), grid: dict | None = None):
+    """The static twin: the precomputed grid (:func:`load_twin_grid`) as one heatmap per model, GPUs against
+    budget per GPU, colour = estimated samples/s, each cell labelled with its throughput, batch and pipeline
+    degree; a cross marks a cell where no plan fits. Buttons pick the model (``model`` first); the axes are the
+    same for every model; the chapter's own setting ``active`` is outlined."""
     import plotly.graph_objects as go
 
-    from lib.viz import Frame, frames_figure, layout
+    from lib.viz import PALETTE, layout
 
-    grid = [(n, float(gb)) for n in gpus for gb in budgets_gb]
-    if tuple(map(float, active)) not in [(float(n), gb) for n, gb in grid]:
-        raise ValueError(f"active must be one of the grid's (GPUs, GB) pairs {grid}; got {active!r}")
-    n_layers = _model(model).n_layers
-    frames, ranges = [], []
-    for n, gb in grid:
-        a = plan_answer(PlanSettings(model, n, gb, rules))
-        data = list(answer_figure(a).data) if a.result.feasible else []
-        ranges.append((max((max(t.x) for t in data), default=1.0), max((max(t.y) for t in data), default=1.0)))
-        data += [go.Scatter(x=[], y=[], showlegend=False, hoverinfo="skip")] * (n_layers - len(data))
-        frames.append(Frame(label=f"{n} GPUs, {gb:g} GB", data=data, title=_title(a)))
-    k = grid.index((active[0], float(active[1])))
-    base = layout(go.Figure(), height=480).layout.to_plotly_json()
-    base.update(xaxis=dict(title="activation memory per GPU (MB, cumulative over layers)",
-                           range=[0, 1.04 * ranges[k][0]]),
-                yaxis=dict(title="model-state memory per GPU (MB)", range=[0, 1.08 * ranges[k][1]]))
-    fig = frames_figure(frames, "GPUs and budget", active=k, base_layout=base)
-    for f, (x, y) in zip(fig.frames, ranges):  # each plan fills the plot: its axes move with the slider
-        f.layout.update(xaxis=dict(range=[0, 1.04 * x]), yaxis=dict(range=[0, 1.08 * y]))
+    grid = grid or load_twin_grid()
+    models, gpus, budgets = grid["models"], grid["gpus"], [float(b) for b in grid["budgets_gb"]]
+    if model not in models:
+        raise ValueError(f"model must be one of the twin grid's {models}; got {model!r}")
+    if int(active[0]) not in gpus or float(active[1]) not in budgets:
+        raise ValueError(f"active must be a (GPUs, GB) pair of the grid, GPUs in {gpus} and GB in {budgets}; "
+                         f"got {active!r}")
+    cells = {(c["model"], c["n_gpus"], c["budget_gb"]): c for c in grid["cells"]}
+    xs, ys = [f"{b:g} GB" for b in budgets], [f"{n} GPUs" for n in gpus]
+    order = [model] + [m for m in models if m != model]
+    fig = go.Figure()
+    for k, m in enumerate(order):
+        z, text, hover, bad_x, bad_y = [], [], [], [], []
+        for n in gpus:
+            zr, tr, hr = [], [], []
+            for b in budgets:
+                c = cells[(m, n, b)]
+                if c["feasible"]:
+                    zr.append(round(c["throughput"], 3))
+                    tr.append(f"{c['throughput']:.1f}/s<br>B={c['global_bsz']} pp={c['pp']}")
+                    hr.append(f"{c['summary']}<br>{c['throughput']:.2f} samples/s; peak {c['peak_gb']:.2f} of "
+                              f"{b:g} GB per GPU")
+                else:
+                    zr.append(None)
+                    tr.append("")
+                    need = c.get("min_budget_gb")
+                    hr.append("no plan fits" + (f" (needs {need:.1f} GB per GPU)" if need else ""))
+                    bad_x.append(f"{b:g} GB")
+                    bad_y.append(f"{n} GPUs")
+            z.append(zr)
+            text.append(tr)
+            hover.append(hr)
+        fig.add_heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", customdata=hover,
+                        hovertemplate="%{y}, %{x}: %{customdata}<extra></extra>", colorscale="Viridis",
+                        colorbar=dict(title="samples/s"), visible=k == 0, name=m)
+        fig.add_scatter(x=bad_x, y=bad_y, mode="markers", name="no plan fits", visible=k == 0,
+                        marker=dict(symbol="x", size=22, color=PALETTE["bad"]), hoverinfo="skip")
+    n_tr = 2 * len(order)
+    buttons = [dict(label=m, method="update",
+                    args=[{"visible": [j // 2 == k for j in range(n_tr)]},
+                          {"title.text": _twin_title(m)}]) for k, m in enumerate(order)]
+    fig.update_layout(updatemenus=[dict(type="buttons", direction="right", buttons=buttons, x=0, y=1.0,
+                                        xanchor="left", yanchor="bottom", showactive=True)],
+                      xaxis=dict(title="memory budget per GPU", type="category", categoryarray=xs),
+                      yaxis=dict(title="GPUs", type="category", categoryarray=ys))
+    ax, ay = xs.index(f"{float(active[1]):g} GB"), ys.index(f"{int(active[0])} GPUs")
+    fig.add_shape(type="rect", x0=ax - 0.5, x1=ax + 0.5, y0=ay - 0.5, y1=ay + 0.5,
+                  line=dict(color=PALETTE["bad"], width=3))
+    fig = layout(fig, _twin_title(model), height=460)
+    fig.update_layout(margin=dict(t=max(fig.layout.margin.t or 0, 110)))
     return fig
+
+
+def _twin_title(model: str) -> str:
+    return (f"{model}: Galvatron's estimated throughput for every GPU count and budget "
+            f"({TWIN_RULES} rules, simulated); the outline marks the chapter's setting")
 
 
 # ----------------------------------------------------------------------------------------------- the widget
@@ -285,6 +374,19 @@ class YourBudgetYourPlan(LiveOrTwin):
 
     def static_twin(self):
         s = self.settings
-        gpus = tuple(sorted({*TWIN_GPUS, s.n_gpus}))
-        budgets = tuple(sorted({*TWIN_BUDGETS_GB, float(s.budget_gb)}))
-        return static_figure(s.model, gpus, budgets, (s.n_gpus, float(s.budget_gb)), s.rules)
+        grid = load_twin_grid()
+        active = (s.n_gpus, float(s.budget_gb))
+        if s.n_gpus not in grid["gpus"] or float(s.budget_gb) not in grid["budgets_gb"]:
+            active = (8, 8.0)  # the settings are off the precomputed grid: outline its default cell
+        return static_figure(s.model, active, grid)
+
+
+def main(argv=None) -> int:
+    """``python -m lib.galvatron.widgets``: rewrite the static twin's grid (data/galvatron/twin_grid.json)."""
+    grid = write_twin_grid()
+    print(f"wrote {len(grid['cells'])} cells to {os.path.relpath(TWIN_GRID_PATH)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

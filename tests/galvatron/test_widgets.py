@@ -89,23 +89,57 @@ def test_settings_refused_with_one_line():
         GW.PlanSettings(rules="gpt4")
 
 
-def test_static_twin_has_one_frame_per_gpu_count_and_budget():
-    gpus, budgets = (4, 8), (8.0, 16.0)
-    fig = GW.static_figure("bert-huge-32", gpus, budgets, active=(8, 8.0))
-    labels = [f.name for f in fig.frames]
-    assert labels == ["4 GPUs, 8 GB", "4 GPUs, 16 GB", "8 GPUs, 8 GB", "8 GPUs, 16 GB"]
-    assert fig.layout.sliders[0].active == 2
-    n_layers = load_model("bert-huge-32").n_layers
-    for f, (n, gb) in zip(fig.frames, [(n, gb) for n in gpus for gb in budgets]):
-        a = GW.plan_answer(GW.PlanSettings("bert-huge-32", n, gb))
-        assert len(f.data) == n_layers
-        assert f"{a.result.throughput:.1f} samples/s" in f.layout.title.text.replace("<br>", " ")
-        # every layer's rectangle lies inside the frame's axes, and fills most of them
-        x, y = max(max(t.x) for t in f.data), max(max(t.y) for t in f.data)
-        assert 0.9 * f.layout.xaxis.range[1] < x <= f.layout.xaxis.range[1]
-        assert 0.9 * f.layout.yaxis.range[1] < y <= f.layout.yaxis.range[1]
-    with pytest.raises(ValueError, match="active must be one of"):
-        GW.static_figure("bert-huge-32", gpus, budgets, active=(2, 8.0))
+def _small_grid(tmp_path):
+    path = str(tmp_path / "grid.json")
+    GW.write_twin_grid(path, models=["bert-huge-32", "vit-huge-32"], gpus=(4, 8), budgets_gb=(6.0, 8.0))
+    return GW.load_twin_grid(path)
+
+
+def test_static_twin_is_a_grid_with_a_button_per_model(tmp_path):
+    grid = _small_grid(tmp_path)
+    fig = GW.static_figure("vit-huge-32", (8, 8.0), grid)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert [t.name for t in heat] == ["vit-huge-32", "bert-huge-32"]            # the chosen model first
+    assert [t.visible for t in heat] == [True, False]
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["vit-huge-32", "bert-huge-32"]
+    assert buttons[1].args[0]["visible"] == [False, False, True, True]           # heatmap + crosses per model
+    # the axes are the grid's, the same for every model: two controls, GPUs and budget
+    assert list(fig.layout.xaxis.categoryarray) == ["6 GB", "8 GB"]
+    assert list(fig.layout.yaxis.categoryarray) == ["4 GPUs", "8 GPUs"]
+    # each cell is the search's answer; a cell with no plan is empty and crossed
+    for t, cross in zip(heat, [t for t in fig.data if t.type == "scatter"]):
+        for i, n in enumerate((4, 8)):
+            for j, gb in enumerate((6.0, 8.0)):
+                a = GW.plan_answer(GW.PlanSettings(t.name, n, gb, "vldb2023")).result
+                got = t.z[i][j]
+                if a.feasible:
+                    assert abs(got - a.throughput) < 1e-3 and f"pp={a.plan.pp_deg}" in t.text[i][j]
+                else:
+                    assert got is None and (f"{gb:g} GB", f"{n} GPUs") in zip(cross.x, cross.y)
+    assert any(not c["feasible"] for c in grid["cells"])  # the small grid has a cell where nothing fits
+    with pytest.raises(ValueError, match="active must be a"):
+        GW.static_figure("bert-huge-32", (2, 8.0), grid)
+    with pytest.raises(ValueError, match="model must be one of"):
+        GW.static_figure("swin-huge-32", (8, 8.0), grid)
+
+
+def test_stored_twin_grid_is_the_searchs_answer():
+    """The committed grid (data/galvatron/twin_grid.json) against fresh searches on a sample of its cells."""
+    grid = GW.load_twin_grid()
+    assert set(grid["models"]) == set(GW._model_names())
+    cells = {(c["model"], c["n_gpus"], c["budget_gb"]): c for c in grid["cells"]}
+    assert len(cells) == len(grid["models"]) * len(grid["gpus"]) * len(grid["budgets_gb"])
+    for key in (("bert-huge-32", 8, 8.0), ("bert-huge-32", 4, 6.0), ("vit-huge-32", 8, 16.0)):
+        assert GW.grid_cell(*key) == cells[key], key
+
+
+def test_a_missing_or_foreign_grid_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="is missing"):
+        GW.load_twin_grid(str(tmp_path / "none.json"))
+    (tmp_path / "g.json").write_text('{"rules": "galvatron2", "cells": [1]}')
+    with pytest.raises(ValueError, match="not a vldb2023 grid"):
+        GW.load_twin_grid(str(tmp_path / "g.json"))
 
 
 def test_show_gives_the_twin_and_the_note_in_ci(monkeypatch):

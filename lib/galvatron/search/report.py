@@ -154,6 +154,117 @@ def four_ways(rows) -> dict:
     }
 
 
+PURE_SHAPES = ("DP", "SDP", "TP", "PP")
+
+
+def pure_shape(kind: str, n_gpus: int) -> Strategy:
+    """The pure strategy ``kind`` (DP, SDP, TP or PP) over ``n_gpus`` GPUs."""
+    shapes = {"DP": (1, 1, n_gpus, False), "SDP": (1, 1, n_gpus, True), "TP": (1, n_gpus, 1, False),
+              "PP": (n_gpus, 1, 1, False)}
+    if kind not in shapes:
+        raise ValueError(f"kind must be one of {PURE_SHAPES}; got {kind!r}")
+    pp, tp, dp, sdp = shapes[kind]
+    return Strategy.from_shape(pp, tp, dp, sdp=sdp)
+
+
+def whole_model_rows(model, cluster, global_bsz: int, rules=None, kinds=PURE_SHAPES) -> list[dict]:
+    """Each pure strategy over the whole model, per GPU (the worked example of chapter 5).
+
+    ``layers_mb``: the layers one GPU holds, i.e. layer memory x L/pp (a pipeline stage holds its own layers
+    only); ``other_mb``: embeddings, heads and context (``other_memory_mb``); ``peak_mb`` their sum (the first
+    pipeline stage, which holds the "other" memory). ``iter_ms``: one iteration, the sum of every layer's
+    ``layer_time_s`` (which already charges a pipeline 1/pp of the compute plus its bubble); ``throughput``
+    B / iteration. Micro-batches per ``rules``. Used in: book/galvatron/01_the_space."""
+    from .cost import layer_time_s, other_memory_mb
+    from .rules import get_rules
+
+    rules = get_rules(rules)
+    out = []
+    for kind in kinds:
+        s = pure_shape(kind, cluster.n_gpus)
+        layers = model.layers()
+        ch = rules.chunks_for(model.name, global_bsz, s, cluster.n_gpus)
+        per_layer_mb = [layer_memory_mb(lt, s, global_bsz, rules) for lt in layers]
+        layers_mb = sum(per_layer_mb) / s.pp
+        other = other_memory_mb(model, s, global_bsz)
+        iter_ms = 1e3 * sum(layer_time_s(lt, s, global_bsz, cluster, ch, model.extra_overhead_ms, rules)
+                            for lt in layers)
+        out.append(dict(kind=kind, strategy=s, global_bsz=global_bsz, chunks=ch, layer_mb=per_layer_mb[-1], layers_per_gpu=len(layers)
+                        // s.pp, layers_mb=layers_mb, other_mb=other, peak_mb=layers_mb + other,
+                        iter_ms=iter_ms, throughput=global_bsz / iter_ms * 1e3))
+    return out
+
+
+def whole_model_table(rows, budget_gb: float, label: str) -> Table:
+    """``whole_model_rows`` as a table: per-GPU memory (GB) and time, and whether it fits ``budget_gb``
+    ("layers": how many layers one GPU holds)."""
+    return Table(["kind", "code", "B", "layers", "a layer MB", "layers GB", "other GB", "peak GB",
+                  f"fits {budget_gb:g} GB", "ms/iter", "samples/s"],
+                 [[r["kind"], r["strategy"].code, str(r["global_bsz"]), str(r["layers_per_gpu"]), f"{r['layer_mb']:.1f}",
+                   f"{r['layers_mb'] / 1024:.2f}", f"{r['other_mb'] / 1024:.2f}", f"{r['peak_mb'] / 1024:.2f}",
+                   "yes" if r["peak_mb"] <= budget_gb * 1024 else "no", f"{r['iter_ms']:.0f}",
+                   f"{r['throughput']:.2f}"] for r in rows], caption=label)
+
+
+def whole_model_glue(rows, budget_gb: float) -> dict:
+    """Glue values (numbers only) for the worked example's paragraph in chapter 5, keyed by kind and batch:
+    ``wm_<kind>_<B>_<what>``."""
+    out = {"wm_budget": f"{budget_gb:g} GB"}
+    for r in rows:
+        key = f"wm_{r['kind'].lower()}_{r['global_bsz']}"
+        out[f"{key}_gb"] = f"{r['layers_mb'] / 1024:.2f} GB"
+        out[f"{key}_peak"] = f"{r['peak_mb'] / 1024:.2f} GB"
+        out[f"{key}_layer"] = f"{r['layer_mb']:.0f} MB"
+        out[f"{key}_ms"] = f"{r['iter_ms']:,.0f} ms"
+        out[f"{key}_rate"] = f"{r['throughput']:.2f} samples/s"
+        out[f"{key}_layers"] = str(r["layers_per_gpu"])
+    return out
+
+
+def layer_by_hand(layer, s: Strategy, global_bsz: float, cluster, extra_overhead_ms: float, rules=None) -> dict:
+    """One data-parallel layer (``pp = tp = 1``, no sharding, no checkpointing) priced term by term, in ms per
+    layer, as chapter 6 writes it by hand, next to the cost model's own ``layer_time_s``:
+
+    fwd = f b, C = 2 f b (the backward), G = 2 (dp-1)/dp P c (the gradient all-reduce at c ms/MB),
+    overlap = max(G, C) + (kappa - 1) min(G, C), eo = extra overhead / 24, sum = fwd + overlap + eo,
+    total = 1.1 x sum. ``code_ms`` is ``layer_time_s`` x 1000; the two agree (a test and a claim cell check it).
+    Used in: book/galvatron/02_the_cost_model."""
+    from .cost import DUMMY_LAYERS, layer_time_s
+
+    if (s.pp, s.tp, s.sdp, s.ckpt) != (1, 1, False, False) or s.dp < 2:
+        raise ValueError(f"layer_by_hand covers plain DP shapes 1-1-N (N >= 2) only; got {s.code}")
+    b = global_bsz / s.dp
+    coe = cluster.allreduce_coe(1, s.dp, True)
+    kappa = cluster.overlap_coe
+    fwd = layer.fwd_ms_per_sample * b
+    bwd = 2 * fwd
+    msg_mb = 2 * (s.dp - 1) / s.dp * layer.param_mb
+    comm = msg_mb * coe
+    overlap = max(comm, bwd) + (kappa - 1) * min(comm, bwd)
+    eo = extra_overhead_ms / DUMMY_LAYERS
+    total_raw = fwd + overlap + eo
+    total = total_raw * cluster.time_inflation
+    code = layer_time_s(layer, s, global_bsz, cluster, 1, extra_overhead_ms, rules) * 1e3
+    states = 4 * layer.param_mb
+    act = layer.act_mb(1) * b
+    return dict(b=b, f_ms=layer.fwd_ms_per_sample, coe=coe, kappa=kappa, inflation=cluster.time_inflation,
+                fwd_ms=fwd, bwd_ms=bwd, msg_mb=msg_mb, comm_ms=comm, overlap_ms=overlap, eo_ms=eo,
+                sum_ms=total_raw, total_ms=total, code_ms=code, states_mb=states, act_mb=act,
+                mem_mb=states + act, code_mem_mb=layer_memory_mb(layer, s, global_bsz, rules))
+
+
+def layer_by_hand_glue(h: dict, n_layers: int) -> dict:
+    """Glue values (numbers only) of ``layer_by_hand`` for chapter 6's worked layer."""
+    f = lambda x, d=2: f"{x:.{d}f}"
+    return {"h_b": f(h["b"], 0), "h_f": f(h["f_ms"], 3), "h_fwd": f(h["fwd_ms"]), "h_bwd": f(h["bwd_ms"]),
+            "h_msg": f(h["msg_mb"], 1), "h_coe": f(h["coe"], 4), "h_comm": f(h["comm_ms"]),
+            "h_kappa": f"{h['kappa']:g}", "h_kappa1": f"{h['kappa'] - 1:.1f}",
+            "h_overlap": f(h["overlap_ms"]), "h_eo": f(h["eo_ms"]), "h_sum": f(h["sum_ms"]),
+            "h_infl": f"{h['inflation']:g}", "h_total": f(h["total_ms"]), "h_code": f(h["code_ms"], 4),
+            "h_states": f(h["states_mb"], 1), "h_act": f(h["act_mb"], 1), "h_mem": f(h["mem_mb"], 1),
+            "h_mem_gb": f"{h['mem_mb'] * n_layers / 1024:.1f} GB", "h_iter": f"{h['total_ms'] * n_layers:.0f} ms"}
+
+
 def code_examples(n_gpus: int) -> Table:
     """How to read a strategy code: a few strategies of ``n_gpus`` GPUs with their trees in words."""
     picks = [Strategy.from_shape(1, 1, n_gpus), Strategy.from_shape(1, 1, n_gpus, sdp=True),
@@ -295,10 +406,68 @@ def compare_systems(models, budgets_gb, systems, cluster, uniform: bool = True, 
         mdl = load(name)
         for gb in budgets_gb:
             for sysname in systems:
-                res = search(mdl, cluster, gb, rules=rules) if sysname == "galvatron" else \
-                    search(mdl, cluster, gb, space=sysname, uniform=uniform, rules=rules)
+                space, ckpt = (sysname[: -len(CKPT)], True) if sysname.endswith(CKPT) else (sysname, False)
+                if space == "galvatron":
+                    res = search(mdl, cluster, gb, ckpt=ckpt, rules=rules)
+                else:
+                    res = search(mdl, cluster, gb, space=space, uniform=uniform, ckpt=ckpt, rules=rules)
                 table[(name, gb, sysname)], results[(name, gb, sysname)] = res.throughput, res
     return table, results, time.perf_counter() - t0
+
+
+#: Suffix of a system name in ``compare_systems`` that allows activation checkpointing ("sdp+ckpt").
+CKPT = "+ckpt"
+
+
+def fair_rows(table, models, budgets_gb, systems) -> list[dict]:
+    """Per model and budget: Galvatron (without checkpointing), the best baseline without checkpointing and
+    the best with it (name and samples/s), and Galvatron's gain (%) over the better of the two; negative where
+    a checkpointed baseline is faster. ``systems`` as given to ``compare_systems`` (baselines with the
+    ``+ckpt`` suffix are the checkpointed ones). Used in: book/galvatron/03_the_search (section 7.4)."""
+    plain = [s for s in systems if s != "galvatron" and not s.endswith(CKPT)]
+    ckpt = [s for s in systems if s.endswith(CKPT) and not s.startswith("galvatron")]
+    out = []
+    for name in models:
+        for gb in budgets_gb:
+            galv = table[(name, gb, "galvatron")]
+            bp = max(plain, key=lambda s: table[(name, gb, s)]) if plain else None
+            bc = max(ckpt, key=lambda s: table[(name, gb, s)]) if ckpt else None
+            vp = table[(name, gb, bp)] if bp else 0.0
+            vc = table[(name, gb, bc)] if bc else 0.0
+            best = max(vp, vc)
+            gain = 100 * (galv / best - 1) if best > 0 and galv > 0 else float("nan")
+            out.append(dict(model=name, gb=gb, galvatron=galv, best_plain=bp, plain=vp, best_ckpt=bc, ckpt=vc,
+                            best=best, gain_pct=gain))
+    return out
+
+
+def fair_table(rows, label: str) -> Table:
+    """``fair_rows`` as a table: what Galvatron adds over the best baseline, with or without CKPT."""
+    def val(v, who=None):
+        return "-" if v <= 0 else (f"{v:.2f} ({who})" if who else f"{v:.2f}")
+
+    def add(r):
+        g = r["gain_pct"]
+        if math.isnan(g):
+            return "no plan" if r["galvatron"] <= 0 else "no baseline fits"
+        return f"+{g:.0f}%" if g > 0.5 else ("nothing" if g > -0.5 else f"nothing ({g:.0f}%)")
+    return Table(["model", "GB", "Galvatron", "best baseline", "best baseline with CKPT",
+                  "Galvatron adds"],
+                 [[r["model"], f"{r['gb']:g}", val(r["galvatron"]), val(r["plain"], r["best_plain"]),
+                   val(r["ckpt"], r["best_ckpt"]), add(r)] for r in rows],
+                 caption=label + "; Galvatron adds: its gain over the better of the two baselines, "
+                                 "'nothing (-x%)' where it is x% slower; - = no plan fits")
+
+
+def fair_glue(rows) -> dict:
+    """Glue values (counts and extremes) of the fair comparison."""
+    ok = [r for r in rows if not math.isnan(r["gain_pct"])]
+    lose = [r for r in ok if r["gain_pct"] <= 0.5]
+    ckpt_wins = [r for r in ok if r["ckpt"] > r["plain"]]
+    win = [r for r in ok if r["gain_pct"] > 0.5]
+    return {"fair_n": str(len(ok)), "fair_n_lose": str(len(lose)), "fair_n_ckpt": str(len(ckpt_wins)),
+            "fair_n_win": str(len(win)),
+            "fair_max_win": f"{max(r['gain_pct'] for r in win):.0f}%" if win else "0%"}
 
 
 def comparison_table(table, models, budgets_gb, systems, label: str) -> Table:
@@ -442,24 +611,32 @@ def swin_summary(res, swin, budget_gb: float):
     else:
         tail = (f"Tensor parallelism appears in {and_list(with_tp)}"
                 + (f" only ({n_tp} of {len(tps)} layers)" if n_tp < len(tps) else "")
-                + ", and the mean TP degree " + ("rises with depth, as the paper observes" if rises else
-                                                 "does not rise with depth, unlike the paper's observation"))
+                + (", and the mean TP degree rises with depth, as the paper observes" if rises and
+                   2 * n_tp >= len(tps) else
+                   (": the mean TP degree rises only because a few of the deepest layers use it, while most deep "
+                    "layers keep pure (sharded) data parallelism, a much weaker split than the paper's")
+                   if rises else ", and the mean TP degree does not rise with depth, unlike the paper's "
+                                 "observation"))
     text = f"In our plan at {budget_gb:g} GB, " + "; ".join(per_type) + ". " + tail + "."
     table = Table(["layer type", "hidden", "parameters MB", "activations MB per sample", "mean TP degree"], rows)
     return table, text
 
 
-def time_searches(model, cluster, n_layers, budgets_gb, rules=None) -> dict:
-    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured)."""
+def time_searches(model, cluster, n_layers, budgets_gb, rules=None):
+    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured), and
+    whether each search found a plan (a search that finds none stops at its first batch, so it is quick).
+    Returns (times, feasible), both {"<GB> GB": [one per depth]}."""
     from .engine import search
 
     times = {f"{gb:g} GB": [] for gb in budgets_gb}
+    feasible = {f"{gb:g} GB": [] for gb in budgets_gb}
     for L in n_layers:
         for gb in budgets_gb:
             t0 = time.perf_counter()
-            search(model.with_layers(L), cluster, gb, rules=rules)
+            res = search(model.with_layers(L), cluster, gb, rules=rules)
             times[f"{gb:g} GB"].append(time.perf_counter() - t0)
-    return times
+            feasible[f"{gb:g} GB"].append(bool(res.feasible))
+    return times, feasible
 
 
 #: Galvatron and the best baseline on 16 GPUs, ViT-Huge-32 at 16 GB, samples/s (quoted, the paper, Table 3).
@@ -601,9 +778,10 @@ PUBLISHED_BERT_PLANS = {8: "B=8, pp=2, chunks=2: (15x 2-2*-2, 1x 2-2*-2f) per st
 def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=None, repeat: int = 3) -> dict:
     """Time one stage's DP (BERT-like uniform model, one (B, pp)) three ways on this CPU: ``dp_solve``
     (numpy, reachable band, no shortcut), ``dp_solve`` with the shortcut, and the same recurrence in plain
-    Python (``dp_solve_python``, every memory level). Best of ``repeat`` for the numpy ones; measured."""
+    Python (``dp_readable.solve``, every memory level). Best of ``repeat`` for the numpy ones; measured."""
+    from . import dp_readable
     from .cost import cost_tables, other_memory_mb
-    from .dynamic_program import dp_solve, dp_solve_python
+    from .dynamic_program import dp_solve
     from .rules import get_rules
     from .strategies import generate
 
@@ -625,9 +803,9 @@ def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=N
     t_np, a = best(lambda: dp_solve(t, m, r, E, shortcut=False))
     t_sc, _ = best(lambda: dp_solve(t, m, r, E))
     t0 = time.perf_counter()
-    b = dp_solve_python(t, m, r, E)
+    b_cost, b_choice, _ = dp_readable.solve(t.tolist(), m.tolist(), r.tolist(), E)
     t_py = time.perf_counter() - t0
-    if a.feasible != b.feasible or (a.feasible and abs(a.cost_s - b.cost_s) > 1e-9):
+    if a.feasible != bool(b_choice) or (a.feasible and abs(a.cost_s - b_cost) > 1e-9):
         raise AssertionError("dp_solve and the pure-Python DP disagree")
     return {"layers": len(layers), "E": E, "S": len(strats), "numpy_s": t_np, "shortcut_s": t_sc,
             "python_s": t_py, "ratio": t_py / t_np, "ratio_shortcut": t_py / max(t_sc, 1e-9)}
