@@ -60,6 +60,7 @@ def test_every_null_field_is_listed_as_assumed(held):
         nulls = [f for f in ("cp", "vp", "micro_batch", "sequence_parallel", "zero", "recompute")
                  if getattr(r.config, f) is None]
         nulls += [f for f in ("gpus_per_node", "fabric_gb_s_per_gpu") if getattr(r.cluster, f) is None]
+        nulls += [f for f in ("kv_heads", "ffn", "gated_mlp", "dropout") if getattr(r.model, f) is None]
         for f in nulls:
             assert any(f in a for a in r.assumed), (r.name, f)
 
