@@ -442,3 +442,12 @@ def test_fuzz_run_log_records(placement_log, tmp_path_factory, m):
     (out / "r.jsonl").write_text("\n".join(lines) + "\n")
     rc, _, err = call_main(main, ["figures", "--out", str(out)])
     assert_one_line(rc, err, "r.jsonl")
+
+
+@pytest.mark.parametrize("cmd", [["train", "--preset", "ci", "--n-iters", "1"], ["evaluate", "--run", "r"]])
+def test_placement_out_under_a_file_is_refused_before_work(tmp_path, cmd):
+    from lib.placement.cli import main
+
+    (tmp_path / "f").write_text("x")
+    rc, _, err = call_main(main, [*cmd, "--out", str(tmp_path / "f" / "runs")])
+    assert_one_line(rc, err, "--out", "is a file, not a folder")

@@ -134,11 +134,9 @@ def check_node_profile(path: str) -> None:
     """``--node-profile`` must be a JSON object (a gpu_check report; its fields are checked when it is read)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(2, "no such file (--node-profile)", path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"--node-profile {path}: not valid JSON ({e}); allowed: a gpu_check report") from None
+    from lib.readback import read_json
+
+    report = read_json(path, "--node-profile")  # missing, not UTF-8, truncated, not JSON: one line naming it
     if not isinstance(report, dict):
         raise UserError(f"--node-profile {path}: a JSON {type(report).__name__}, not a gpu_check report (an object)")
 
@@ -151,9 +149,13 @@ def check_out_folder(out: str) -> None:
         raise NotADirectoryError(20, "not a folder (--out)", out)
     if os.path.isdir(out) and not os.access(out, os.W_OK):
         raise PermissionError(13, "folder not writable (--out)", out)
+    from lib.atomic import check_out_dir
+
+    check_out_dir("--out", out)  # under a file, a name too long, a folder that takes no new file
 
 
 def check_evaluate_args(a) -> None:
+    check_out_folder(a.out)  # the evaluation log goes there
     check_int("--rounds-select", a.rounds_select, 1, 1000, "each round times every candidate")
     check_int("--rounds-confirm", a.rounds_confirm, 2, 1000, "each round times every pick; two for a spread")
     check_int("--steps-per-round", a.steps_per_round, 1, 10_000, "timed steps per placement and round")

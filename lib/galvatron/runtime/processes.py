@@ -107,7 +107,8 @@ def spawn_ranks(run, job: dict, world_size: int, timeout_s: float = 120.0, prech
 
                 msgs = sorted({e["msg"] for e in errors.values()})
                 user = all(e["type"] == "UserError" for e in errors.values())
-                raise (UserError if user else ValueError)(f"rejected on ranks {sorted(errors)} (exit codes {codes}): {'; '.join(msgs)}")
+                raise (UserError if user else ValueError)(
+                    f"rejected on ranks {sorted(errors)} (exit codes {codes}): {'; '.join(msgs)}")
             detail = "; ".join(f"rank {r}: {e['type']}: {e['msg']}" for r, e in sorted(errors.items()))
             tb = next(iter(errors.values()))["tb"] if errors else ""
             raise RuntimeError(f"ranks failed: exit codes {codes}, still running after {timeout_s:.0f} s: {hung}; "

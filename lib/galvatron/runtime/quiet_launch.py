@@ -15,6 +15,7 @@ Everything before ``run`` is torchrun's (``torchrun --help``); ``run`` and after
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from lib.cli_errors import UserError
@@ -107,9 +108,32 @@ def launch(argv: list[str]) -> int:
         for name in _AGENT_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        tr.run(args)
+        with _prompt_shutdown(args.shutdown_timeout):
+            tr.run(args)
     except ChildFailedError as e:
         if debug:
             raise
         return exit_code(e.failures)
     return 0
+
+
+@contextlib.contextmanager
+def _prompt_shutdown(timeout_s: int):
+    """While the block runs, the ranks left after a failure get ``timeout_s`` of grace before SIGKILL, not 30 s:
+    torchrun's ``--shutdown-timeout`` reaches only its signal path, while a failed rank's path (the process
+    context's ``close()``) waits 30 s for a stopped peer that cannot act on SIGTERM."""
+    from torch.distributed.elastic.multiprocessing import api as mp_api
+
+    original = mp_api.PContext.__dict__.get("close")
+    if original is None:  # another torch: keep its own behaviour
+        yield
+        return
+
+    def close(self, death_sig=None, timeout: int = 30) -> None:
+        return original(self, death_sig, min(timeout, timeout_s))
+
+    mp_api.PContext.close = close
+    try:
+        yield
+    finally:
+        mp_api.PContext.close = original
