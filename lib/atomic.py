@@ -8,7 +8,6 @@ Used in: run logs, checkpoints, reports, generated notebooks, every CLI's ``--ou
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import tempfile
@@ -107,7 +106,3 @@ def check_out_dir(flag: str, path: str) -> str:
         raise UserError(f"{flag}: {path} is a file, not a folder; allowed: a folder")
     _check_writable_dir(flag, path, _nearest_existing(path))
     return path
-
-
-def is_disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
