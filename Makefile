@@ -15,6 +15,7 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 PARAMS     ?= cpu
+RERUN_CODES := 1: a chapter or the build failed; 2: a mistake in the arguments or files, said above
 
 .PHONY: rerun book-from all book test test-unit test-notebooks browser-check chapters strip clean venv bench
 
@@ -37,14 +38,20 @@ book: $(STAMP)
 	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 
 # Every chapter (or CHAPTERS="book/x/y ...") with the parameter set params/$(PARAMS).yaml, into runs/$(PARAMS)-<UTC>/.
+# GNU make itself exits 2 whenever a recipe fails, so the tool's own code (1: a chapter failed, 2: a mistake in
+# the arguments) is printed on the last line; run python -m lib.rerun directly to get it as the exit status.
 rerun: $(STAMP)
-	$(PY) -m lib.rerun --params $(PARAMS) $(if $(CHAPTERS),--chapters $(CHAPTERS))
+	@$(PY) -m lib.rerun --params "$(PARAMS)" $(if $(CHAPTERS),--chapters $(CHAPTERS)); rc=$$?; \
+	  if [ $$rc -ne 0 ]; then echo "make rerun: python -m lib.rerun exited $$rc ($(RERUN_CODES))" >&2; fi; \
+	  exit $$rc
 
 # The HTML book from a rerun's executed notebooks, executing nothing: make book-from RUN=runs/<set>-<stamp>
 book-from: $(STAMP)
 	@test -n "$(RUN)" || { echo "book-from: set RUN=runs/<set>-<stamp> (a folder made by make rerun)"; exit 2; }
 	rm -rf _build/.doctrees
-	$(PY) -m lib.rerun --book-from $(RUN)
+	@$(PY) -m lib.rerun --book-from "$(RUN)"; rc=$$?; \
+	  if [ $$rc -ne 0 ]; then echo "make book-from: python -m lib.rerun exited $$rc ($(RERUN_CODES))" >&2; fi; \
+	  exit $$rc
 
 # Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells).
 test: $(STAMP)

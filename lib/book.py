@@ -82,8 +82,13 @@ def runlogs_zip_name(chapter: str) -> str:
     return f"{RUNLOGS_DIR}/{os.path.basename(chapter)}.zip"
 
 
+#: What a run-log download never holds: writers' locks, temporary files, and training checkpoints (the placer's
+#: weights and optimiser state, tens of MB each: not a log, and nothing a reader needs to redraw a figure).
+NOT_LOGS = (".lock", ".tmp", ".ckpt.pt", ".partial.ipynb")
+
+
 def zip_runlogs(runs_dir: str, dest: str) -> int:
-    """Zip every file under ``runs_dir`` (paths relative to it, sorted, lock files left out) into ``dest``.
+    """Zip every log under ``runs_dir`` (paths relative to it, sorted; ``NOT_LOGS`` left out) into ``dest``.
 
     Written whole or not at all (``lib.atomic``): a reader never downloads half an archive. Returns the number
     of files archived; a ``runs_dir`` that is missing or holds no file is a ``ValueError`` naming it.
@@ -94,7 +99,7 @@ def zip_runlogs(runs_dir: str, dest: str) -> int:
     from lib.atomic import write_bytes
 
     files = sorted(os.path.relpath(os.path.join(d, f), runs_dir)
-                   for d, _, fs in os.walk(runs_dir) for f in fs if not f.endswith((".lock", ".tmp")))
+                   for d, _, fs in os.walk(runs_dir) for f in fs if not f.endswith(NOT_LOGS))
     if not files:
         raise ValueError(f"runs_dir {runs_dir!r}: no run logs to offer (missing or empty folder)")
     buf = io.BytesIO()

@@ -1,9 +1,13 @@
 """One error convention for every command line in ``lib``: a user's mistake is one line, a bug is a traceback.
 
-A user error (``ValueError``, ``TypeError``, a missing or unreadable file, bad JSON, a pydantic
-``ValidationError``) prints ``error: <what was wrong>; <what is allowed>`` to stderr and exits 2. Anything
-else is a bug: its traceback and exit 1, as Python does. ``--debug`` anywhere on the command line shows the
-traceback of a user error too. Under ``torchrun`` only rank 0 prints (every rank still exits 2).
+A user error is raised as :class:`UserError` where the input is checked (a flag, a file read back, an output
+location), or is a file the user named that cannot be opened or written (an ``OSError`` carrying its file name:
+missing, not a folder, read-only, full disk), or a pydantic ``ValidationError`` / ``json.JSONDecodeError``
+from reading a user's file. It prints ``error: <what was wrong>; <what is allowed>`` to stderr and exits 2.
+Anything else -- a plain ``ValueError`` or ``TypeError`` included -- is a bug: its traceback and exit 1, as
+Python does. ``--debug`` anywhere on the command line shows the traceback of a user error too. Under a real
+process group (``torchrun``, or ``torch.distributed`` initialised) only rank 0 prints (every rank still exits
+2); a ``RANK`` left in the environment alone silences nothing.
 
     def main(argv=None) -> int: ...
     if __name__ == "__main__":
@@ -15,23 +19,92 @@ This module imports nothing from ``lib`` (every CLI uses it; it must not close a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
 
 USAGE_EXIT, FAILED_EXIT = 2, 1
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+#: The classes among which :func:`is_user_error` picks the user's (for ``except USER_ERRORS as e:`` followed by
+#: ``if not is_user_error(e): raise``).
+USER_ERRORS = None  # set below, once UserError exists
+
+
+class UserError(ValueError):
+    """A user's mistake, raised where the input is checked: one line through :func:`run_cli`, exit 2.
+
+    A ``ValueError`` so that library callers which catch ``ValueError`` keep working; :func:`run_cli` treats only
+    this class (not every ``ValueError``) as the user's."""
+
+
+USER_ERRORS = (UserError, OSError, ValueError)
+
+#: ``OSError`` numbers that, with a file name, mean the user's path is unusable (not a bug of ours).
+PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
+                         errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EINVAL,
+                         errno.ELOOP})
+
+
+def is_user_error(e: BaseException) -> bool:
+    """Whether ``run_cli`` reports ``e`` as the user's mistake (one line, exit 2) rather than a bug."""
+    if isinstance(e, UserError) or _is_validation_error(e) or isinstance(e, json.JSONDecodeError):
+        return True
+    return isinstance(e, OSError) and e.filename is not None and e.errno in PATH_ERRNOS
+
+
+@contextlib.contextmanager
+def user_input(what: str = ""):
+    """Inside the block a ``ValueError``/``TypeError`` is the user's input refused (by a library check that
+    predates :class:`UserError`): re-raised as one; ``what`` (a flag, a file) heads its message if given."""
+    try:
+        yield
+    except UserError:
+        raise
+    except (ValueError, TypeError) as e:
+        if _is_validation_error(e) or isinstance(e, json.JSONDecodeError):
+            raise
+        text = " ".join(str(e).split()) or type(e).__name__
+        raise UserError(f"{what}: {text}" if what and not text.startswith(what) else text) from e
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose mistakes are ``ValueError`` (one line through ``run_cli``), not usage + exit."""
+    """An ``ArgumentParser`` whose mistakes are :class:`UserError` (one line through ``run_cli``), not usage."""
 
     def error(self, message):
-        raise ValueError(f"{message}; see {self.prog} --help")
+        raise UserError(f"{message}; see {self.prog} --help")
+
+
+def in_process_group() -> bool:
+    """Whether this process is one rank of a real process group: ``torch.distributed`` is initialised, or a
+    launcher (``torchrun``/``lib.galvatron launch``) started it (``TORCHELASTIC_RUN_ID`` beside ``RANK`` and a
+    ``WORLD_SIZE`` above 1)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_world_size() > 1
+    except Exception:  # a half-torn-down group: fall back on the launcher's variables
+        pass
+    env = os.environ
+    try:
+        return "TORCHELASTIC_RUN_ID" in env and "RANK" in env and int(env.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
 
 
 def _is_rank_zero() -> bool:
-    return os.environ.get("RANK", "0") == "0"
+    """Prints the error line: every process, except the ranks other than 0 of a real process group."""
+    if not in_process_group():
+        return True
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_initialized():
+            return dist.get_rank() == 0
+    except Exception:
+        pass
+    return os.environ.get("RANK", "0").strip() == "0"
 
 
 def one_line(e: BaseException) -> str:
@@ -39,7 +112,7 @@ def one_line(e: BaseException) -> str:
     if _is_validation_error(e):
         return describe_validation_error(e)
     if isinstance(e, OSError) and e.filename is not None:
-        return f"{e.filename}: {e.strerror or e}"
+        return f"{e.filename}: {e.strerror or e}" + (f" -> {e.filename2}" if e.filename2 else "")
     if isinstance(e, json.JSONDecodeError):
         return f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
     return " ".join(str(e).split()) or type(e).__name__
@@ -52,8 +125,8 @@ def run_cli(main, argv=None, debug: bool | None = None) -> int:
         debug = "--debug" in argv
     try:
         return int(main(argv) or 0)
-    except USER_ERRORS as e:  # includes json.JSONDecodeError and pydantic.ValidationError (both ValueErrors)
-        if debug:
+    except (UserError, OSError, ValueError) as e:  # only the user's (is_user_error); the rest is a bug
+        if debug or not is_user_error(e):
             raise
         if _is_rank_zero():
             print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
@@ -107,30 +180,30 @@ def describe_validation_error(e, source: str | None = None, allowed: dict | None
     return f"{head}{text}; {err['msg'][:1].lower()}{err['msg'][1:]}" if kind in _WHAT else head + text
 
 
-# --- numeric flags: strict type, finite, within a range that says why (raise ValueError naming the flag) ---
+# --- numeric flags: strict type, finite, within a range that says why (raise UserError naming the flag) ---
 
 def check_int(flag: str, value, lo: int | None = None, hi: int | None = None, why: str = "") -> int:
-    """``value`` if it is an int (not a bool) within ``[lo, hi]``; else ``ValueError`` naming ``flag``."""
+    """``value`` if it is an int (not a bool) within ``[lo, hi]``; else :class:`UserError` naming ``flag``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{flag}: {value!r} is not an integer")
+        raise UserError(f"{flag}: {value!r} is not an integer")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{flag}: {value} is out of range; allowed: {_range('[', lo, hi)}{_why(why)}")
+        raise UserError(f"{flag}: {value} is out of range; allowed: {_range('[', lo, hi)}{_why(why)}")
     return value
 
 
 def check_float(flag: str, value, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
                 why: str = "") -> float:
-    """``value`` as a finite float within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); else ``ValueError``."""
+    """``value`` as a finite float within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); else :class:`UserError`."""
     import math
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{flag}: {value!r} is not a number")
+        raise UserError(f"{flag}: {value!r} is not a number")
     value = float(value)
     allowed = _range("(" if lo_open else "[", lo, hi)
     if not math.isfinite(value):
-        raise ValueError(f"{flag}: {value} is not finite; allowed: {allowed}{_why(why)}")
+        raise UserError(f"{flag}: {value} is not finite; allowed: {allowed}{_why(why)}")
     if (lo is not None and (value < lo or (lo_open and value == lo))) or (hi is not None and value > hi):
-        raise ValueError(f"{flag}: {value:g} is out of range; allowed: {allowed}{_why(why)}")
+        raise UserError(f"{flag}: {value:g} is out of range; allowed: {allowed}{_why(why)}")
     return value
 
 

@@ -87,26 +87,80 @@ def _fmt(x: Any) -> str:
     return f"{x:.4g}" if isinstance(x, float) else repr(x) if isinstance(x, str) else str(x)
 
 
+def as_real(v: Any) -> float | None:
+    """``v`` as a Python float when it is one real number -- an int, float, ``Decimal``, ``Fraction``, numpy
+    scalar, 0-d (or one-element) array, torch tensor of one element -- else ``None`` (a bool, a string, an array
+    of several numbers, a complex number, a value too large for a float). Never raises."""
+    import numbers
+
+    if isinstance(v, (bool, str, bytes)) or v is None:
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(v, np.bool_):
+            return None
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        np = None
+    try:
+        if hasattr(v, "detach") and hasattr(v, "numel"):  # a torch tensor: no import of torch needed
+            if v.numel() != 1 or v.dtype.is_complex or str(v.dtype) == "torch.bool":
+                return None
+            v = v.detach().cpu().reshape(()).item()
+        elif np is not None and isinstance(v, (np.ndarray, np.generic)):
+            a = np.asarray(v)
+            if a.size != 1 or a.dtype.kind not in "iuf":
+                return None
+            v = a.reshape(()).item()
+        from decimal import Decimal
+
+        if isinstance(v, Decimal):
+            return float(v)
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return None
+        return float(v)
+    except (OverflowError, TypeError, ValueError, ArithmeticError):
+        return None
+
+
 def compare(ref: Reference, given: Any, expected: Any) -> Verdict:
-    """``given`` against ``expected`` with the reference's tolerance: numbers within it, anything else equal."""
+    """``given`` against ``expected`` with the reference's tolerance: real numbers within it (a float, a numpy
+    scalar, a 0-d array, a one-element tensor, a ``Decimal``...), anything else equal; a value that cannot be
+    compared (an array, a number too large for a float) is wrong, never an exception."""
     unit = f" {ref.unit}" if ref.unit else ""
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (given, expected))
-    if numbers:
-        g, e = float(given), float(expected)
-        if not math.isfinite(g):
-            return Verdict(ref.id, False, given, expected, f"wrong: {_fmt(given)} is not a finite number "
+    g, e = as_real(given), as_real(expected)
+    shown = _fmt(g) if g is not None else _show(given)
+    if e is not None and not isinstance(expected, bool):
+        if g is None:
+            return Verdict(ref.id, False, given, expected, f"wrong: {shown} is not one real number that fits a float "
                                                            f"({ref.what}; the reference is {_fmt(e)}{unit})")
-        right = math.isclose(g, e, rel_tol=ref.rel_tol, abs_tol=ref.abs_tol)
+        if not math.isfinite(g):
+            return Verdict(ref.id, False, given, expected, f"wrong: {shown} is not a finite number "
+                                                           f"({ref.what}; the reference is {_fmt(e)}{unit})")
+        right = bool(math.isclose(g, e, rel_tol=ref.rel_tol, abs_tol=ref.abs_tol))
         off = abs(g - e) / abs(e) if e else abs(g - e)
         how = f"off by {off:.1%}" if e else f"off by {off:.4g}{unit}"
         allowed = f"allowed {ref.rel_tol:.1%}" if ref.rel_tol else f"allowed {ref.abs_tol:g}{unit}"
         verdict = "right" if right else "wrong"
         return Verdict(ref.id, right, given, expected,
-                       f"{verdict}: {_fmt(given)} vs the reference {_fmt(e)}{unit} for {ref.what} ({how}, {allowed})")
-    right = given == expected and isinstance(given, bool) == isinstance(expected, bool)  # True is not 1 here
+                       f"{verdict}: {shown} vs the reference {_fmt(e)}{unit} for {ref.what} ({how}, {allowed})")
+    try:
+        right = bool(given == expected) and isinstance(given, bool) == isinstance(expected, bool)  # True is not 1
+    except Exception:  # an array's ambiguous truth, a comparison that raises: not the expected answer
+        right = False
     return Verdict(ref.id, right, given, expected,
-                   f"{'right' if right else 'wrong'}: {_fmt(given)}" + ("" if right else f", expected {_fmt(expected)}")
+                   f"{'right' if right else 'wrong'}: {shown}" + ("" if right else f", expected {_fmt(expected)}")
                    + f" for {ref.what}")
+
+
+def _show(v: Any) -> str:
+    """A short, safe rendering of a value (a huge int or array is cut, never printed whole)."""
+    try:
+        text = repr(v) if isinstance(v, str) else str(v)
+    except Exception:  # e.g. an int beyond Python's digit limit for str()
+        text = f"<{type(v).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check(ex_id: str, value: Any) -> Verdict:

@@ -20,15 +20,16 @@ from typing import Any, Iterable, NamedTuple
 
 import lib
 from lib import atomic
+from lib.cli_errors import UserError
 
 HEADER_KIND = "header"
 
 
-class RunLogError(ValueError):
+class RunLogError(UserError):
     """A damaged run log; the message names the file and the line."""
 
 
-class RunLogBusy(ValueError):
+class RunLogBusy(UserError):
     """Another process holds the run's writer lock."""
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.cli_errors import OneLineParser, check_float, check_int, run_cli
+from lib.cli_errors import OneLineParser, UserError, check_float, check_int, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,7 +24,7 @@ def call(main, argv):
     return rc, err.getvalue().splitlines()
 
 
-@pytest.mark.parametrize("exc", [ValueError("--k: 0 is out of range\nallowed: [1, 8]"), TypeError("bad type"),
+@pytest.mark.parametrize("exc", [UserError("--k: 0 is out of range\nallowed: [1, 8]"),
                                  FileNotFoundError(2, "No such file or directory", "plan.json"),
                                  PermissionError(13, "Permission denied", "/ro/x"),
                                  json.JSONDecodeError("Expecting value", "{", 1)])
@@ -48,9 +48,9 @@ def test_success_bugs_and_debug():
         run_cli(bug, [])
 
     def user(argv):
-        raise ValueError("yours")
+        raise UserError("yours")
 
-    with pytest.raises(ValueError):  # --debug: the traceback of a user error too
+    with pytest.raises(UserError):  # --debug: the traceback of a user error too
         run_cli(user, ["--debug"])
 
 

@@ -24,6 +24,22 @@ def _set(tmp_path, text, name="tiny"):
     return str(path)
 
 
+_RUN = {"set_name": "s", "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc", "host": "h", "python": "3",
+        "torch": None, "devices": ["cpu"]}
+
+
+def _run_files(run_dir, rows, set_info=None, run=None):
+    """A rerun's params.json and summary.json as execute.run writes them (complete: the reader checks them)."""
+    run = dict(_RUN, **(run or {}))
+    set_info = {"name": run["set_name"], "description": "", "parameters": {}, "chapters": {}, **(set_info or {})}
+    chapters = [c for c, _ in rows]
+    (run_dir / "params.json").write_text(json.dumps({"set": set_info, "chapters": chapters,
+                                                     "parameters": {c: {} for c in chapters}, "run": run}))
+    (run_dir / "summary.json").write_text(json.dumps({"run": run, "chapters": [
+        {"chapter": c, "status": st, "wall_s": 1.0, "provenance": "none", "devices": [], "error": None}
+        for c, st in rows], "failed": [c for c, st in rows if st != "ok"], "pending": []}))
+
+
 def test_shipped_sets_load_and_fit_every_chapter():
     names = params.available()
     assert {"cpu", "colab-1gpu", "4gpu", "8gpu"} <= set(names)
@@ -140,9 +156,7 @@ def test_book_from_builds_without_executing(tmp_path, monkeypatch):
     (run_dir / "runlogs" / "x" / "ch" / "run.jsonl").write_text('{"update": 0}\n')
     run = {"set_name": "4gpu", "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc1234", "host": "h",
            "python": "3", "torch": None, "devices": ["cuda:0 (NVIDIA H200)"]}
-    (run_dir / "params.json").write_text(json.dumps({"set": {"name": "4gpu", "description": "four"}, "run": run}))
-    (run_dir / "summary.json").write_text(json.dumps({"chapters": [{"chapter": "book/x/ch", "status": "ok"}],
-                                                      "pending": []}))
+    _run_files(run_dir, [("book/x/ch", "ok")], {"description": "four"}, run)
     monkeypatch.setattr(params, "ROOT", str(src))
     html = replay.book_from(str(run_dir), str(tmp_path / "out"), root=str(src), strict=False)
     page = open(os.path.join(html, "book", "x", "ch.html"), encoding="utf-8").read()
@@ -168,10 +182,7 @@ def test_replay_offers_the_reruns_logs_not_a_local_builds(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "book" / "x").mkdir(parents=True)
     (run_dir / "book" / "x" / "ch.ipynb").write_text(json.dumps(nb))
-    (run_dir / "params.json").write_text(json.dumps({"set": {"name": "s"}, "run": {
-        "started_utc": "2026-12-01T00:00:00+00:00", "commit": "abc", "devices": ["cpu"]}}))
-    (run_dir / "summary.json").write_text(json.dumps({"chapters": [{"chapter": "book/x/ch", "status": "ok"}],
-                                                      "pending": []}))
+    _run_files(run_dir, [("book/x/ch", "ok")])
     # the rerun kept no logs for a page that links them: refused, naming the chapter (not a stale local zip)
     with pytest.raises(ValueError, match="book/x/ch links its run logs"):
         replay.stage(str(run_dir), str(tmp_path / "dest"), root=str(src))
@@ -184,9 +195,7 @@ def test_replay_offers_the_reruns_logs_not_a_local_builds(tmp_path):
 
 
 def test_book_from_refuses_a_run_with_failures(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps(
-        {"chapters": [{"chapter": "book/x/ch", "status": "failed"}], "pending": []}))
-    (tmp_path / "params.json").write_text(json.dumps({"set": {"name": "s"}, "run": {}}))
+    _run_files(tmp_path, [("book/x/ch", "failed")])
     with pytest.raises(ValueError, match="book/x/ch.*--resume"):
         replay.stage(str(tmp_path), str(tmp_path / "dest"))
 

@@ -30,13 +30,16 @@ import math
 import os
 import sys
 
-from lib.cli_errors import USER_ERRORS, OneLineParser, one_line, run_cli
+from lib.cli_errors import OneLineParser, UserError, is_user_error, one_line, run_cli
 
 # Upper bounds, and why: this CLI runs the book's small GPT on CPU ranks or one GPU each; beyond these a run
 # takes minutes to hours or exhausts memory, which is a typo rather than an experiment.
 LIMITS = {"vocab": (1, 1 << 20), "seq_len": (1, 1 << 16), "d_model": (1, 1 << 16), "n_head": (1, 1 << 12),
-          "n_layer": (1, 4096), "steps": (1, 10_000), "warmup": (0, 10_000), "seed": (0, 2**63 - 1)}
+          "n_layer": (1, 4096), "steps": (1, 10_000), "warmup": (0, 10_000), "seed": (0, 2**32 - 1)}
 WHY = "larger runs the book's small model for hours or exhausts memory"
+#: Why the seed is 32-bit: each step's batch seeds a generator with ``seed * 1_000_003 + step``, which must stay
+#: within the 64-bit range torch takes (a 63-bit seed overflowed there, after the ranks had met).
+WHY_SEED = "a 32-bit seed; each step's batch seed, seed * 1000003 + step, must fit torch's 64 bits"
 
 
 def _parser() -> OneLineParser:
@@ -87,6 +90,8 @@ def _parser() -> OneLineParser:
     run.add_argument("--timeout-s", type=float, default=60.0,
                      help="seconds the ranks wait for each other (start-up and every collective); default 60")
     run.add_argument("--out", default=None, help="write the summary JSON here (rank 0)")
+    run.add_argument("--allow-nonfinite", action="store_true",
+                     help="exit 0 even when the loss becomes NaN or infinite (default: exit 1)")
     run.add_argument("--debug", action="store_true", help="show tracebacks of user errors too")
     return ap
 
@@ -97,36 +102,40 @@ def check_args(args) -> None:
         v = getattr(args, k)
         if v is not None and not lo <= v <= hi:
             flag = f"--{k.replace('_', '-')}"
-            raise ValueError(f"{flag} {v} is out of range; {flag} must be an integer in [{lo}, {hi}] "
-                             f"(the upper bound: {WHY})")
+            raise UserError(f"{flag} {v} is out of range; {flag} must be an integer in [{lo}, {hi}] "
+                            f"(the upper bound: {WHY_SEED if k == 'seed' else WHY})")
     if not (math.isfinite(args.lr) and 0 < args.lr <= 1e3):
-        raise ValueError(f"--lr {args.lr} is not allowed; --lr must be a finite number in (0, 1000]")
+        raise UserError(f"--lr {args.lr} is not allowed; --lr must be a finite number in (0, 1000]")
     if args.tol is not None and not (math.isfinite(args.tol) and args.tol >= 0):
-        raise ValueError(f"--tol {args.tol} is not allowed; --tol must be a finite number >= 0")
+        raise UserError(f"--tol {args.tol} is not allowed; --tol must be a finite number >= 0")
     if not (math.isfinite(args.timeout_s) and 1 <= args.timeout_s <= 3600):
-        raise ValueError(f"--timeout-s {args.timeout_s} is out of range; allowed: [1, 3600] seconds")
+        raise UserError(f"--timeout-s {args.timeout_s} is out of range; allowed: [1, 3600] seconds")
+    if args.check and args.optimizer != "sgd":
+        raise UserError(f"--check with --optimizer {args.optimizer}: the single-process reference takes SGD steps, "
+                        f"so every other optimizer would fail the check; allowed: --check with --optimizer sgd")
+    if args.out is not None and os.environ.get("RANK", "0") == "0":  # rank 0 writes it: checked before any work
+        from lib.atomic import check_out_file
+
+        check_out_file("--out", args.out)
     if args.d_model % args.n_head:
-        raise ValueError(f"--n-head {args.n_head} does not divide --d-model {args.d_model}; pick a divisor")
+        raise UserError(f"--n-head {args.n_head} does not divide --d-model {args.d_model}; pick a divisor")
     backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
     if args.device == "cuda" or backend == "nccl":
         import torch
 
         if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
             flag = "--device cuda" if args.device == "cuda" else "--backend nccl"
-            raise ValueError(f"{flag}: no CUDA device is visible; use --device cpu"
+            raise UserError(f"{flag}: no CUDA device is visible; use --device cpu"
                              + (" --backend gloo" if args.backend == "nccl" else ""))
 
 
 def read_plan(path: str) -> dict:
     """The plan file, parsed and schema-checked (``runtime.plan.validated``): errors name the file and field."""
+    from lib.readback import read_json
+
     from .runtime.plan import validated
 
-    with open(path) as f:
-        text = f.read()
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    d = read_json(path, "--plan")
     validated(d, os.path.basename(path))
     return d
 
@@ -161,8 +170,9 @@ def _main(argv) -> int:
         args = _parser().parse_args(argv)
         check_args(args)
         plan_dict = read_plan(args.plan)
-    except USER_ERRORS as e:
-        _refused_before_the_group(e, argv)
+    except (UserError, OSError, ValueError) as e:
+        if is_user_error(e):
+            _refused_before_the_group(e, argv)
         raise
     saved = dict(os.environ)
     try:
@@ -185,22 +195,31 @@ def _plan_cmd(args) -> int:
     from .search.plan import Plan
 
     if (args.plan is None) == (args.search is None):
-        raise ValueError("plan: give exactly one of --plan FILE or --search MODEL")
+        raise UserError("plan: give exactly one of --plan FILE or --search MODEL")
+    check_int("--nnodes", args.nnodes, 1, 65536, "nodes, at most the plan's GPUs")
+    if args.out is not None:  # before the search: a bad --out must not cost a search, nor a flag after it
+        if args.search is None:
+            raise UserError("--out: only with --search (it writes the searched plan); --plan FILE is read")
+        from lib.atomic import check_out_file
+
+        check_out_file("--out", args.out)
     if args.search is not None:
         from .search.engine import search
         from .search.profiles import load_model, model_names, published_cluster
 
         if args.search not in model_names():
-            raise ValueError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
+            raise UserError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
         check_int("--gpus", args.gpus, 1, 65536)
         check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
+        if args.print_torchrun and args.gpus % args.nnodes:
+            raise UserError(f"--nnodes {args.nnodes} does not divide --gpus {args.gpus}; allowed: a divisor")
         from .search.rules import PRESETS
 
         if args.rules not in PRESETS:
-            raise ValueError(f"--rules {args.rules!r} is not a rule set; allowed: {sorted(PRESETS)}")
+            raise UserError(f"--rules {args.rules!r} is not a rule set; allowed: {sorted(PRESETS)}")
         res = search(load_model(args.search), published_cluster(args.gpus), args.budget_gb, rules=args.rules)
         if not res.feasible:
-            raise ValueError(f"--budget-gb {args.budget_gb:g}: no plan of {args.search} fits on "
+            raise UserError(f"--budget-gb {args.budget_gb:g}: no plan of {args.search} fits on "
                              f"{args.gpus} GPUs; allowed: a larger budget")
         plan, path = res.plan, args.out or "plan.json"
         if args.out:
@@ -208,9 +227,14 @@ def _plan_cmd(args) -> int:
 
             atomic.write_text(args.out, plan.to_json() + "\n")
     else:
-        with open(args.plan) as f:
-            text = f.read()
-        plan, path = Plan.from_json(text), args.plan
+        from lib.cli_errors import user_input
+
+        d = read_plan(args.plan)  # the runtime's schema first: one line naming the file and field
+        with user_input(f"--plan {args.plan}"):
+            plan, path = Plan.from_dict(d), args.plan
+    if args.print_torchrun and (args.nnodes > plan.world_size or plan.world_size % args.nnodes):
+        raise UserError(f"--nnodes {args.nnodes} does not divide the plan's {plan.world_size} GPUs; allowed: "
+                        f"a divisor of {plan.world_size}")
     print(plan.summary())
     if args.print_torchrun:
         print(plan.to_torchrun(path, nnodes=args.nnodes, device=args.device))
@@ -239,11 +263,15 @@ def _memory_cmd(args) -> int:
         check_int(f"--{k.replace('_', '-')}", getattr(args, k), lo, hi, WHY)
     check_int("--global-bsz", args.global_bsz, 1, 1 << 16, "samples per step; the ranks hold them all")
     check_float("--timeout-s", args.timeout_s, 1, 3600)
+    if args.out is not None:
+        from lib.atomic import check_out_file
+
+        check_out_file("--out", args.out)
     if args.d_model % args.n_head or args.n_head % args.world_size:
-        raise ValueError(f"--n-head {args.n_head} must divide --d-model {args.d_model} and be divisible by "
+        raise UserError(f"--n-head {args.n_head} must divide --d-model {args.d_model} and be divisible by "
                          f"--world-size {args.world_size} (the TP plan splits the heads over every rank)")
     if args.global_bsz % args.world_size:
-        raise ValueError(f"--global-bsz {args.global_bsz} must be a multiple of --world-size {args.world_size}")
+        raise UserError(f"--global-bsz {args.global_bsz} must be a multiple of --world-size {args.world_size}")
     cfg = ModelConfig(vocab=args.vocab, seq_len=args.seq_len, d_model=args.d_model, n_head=args.n_head,
                       n_layer=args.n_layer)
     plans = mr.memory_plans(args.world_size, args.n_layer, args.global_bsz)
@@ -283,8 +311,9 @@ def _run(args, plan_dict: dict) -> int:
     try:
         plan = load_plan(plan_dict, world, source)
         plan.validate(args.n_head, args.n_layer or len(plan.layers), world)
-    except USER_ERRORS as e:
-        _refused_before_the_group(e, sys.argv[1:])
+    except (UserError, OSError, ValueError) as e:
+        if is_user_error(e):
+            _refused_before_the_group(e, sys.argv[1:])
         raise
     model = {"vocab": args.vocab, "seq_len": args.seq_len, "d_model": args.d_model, "n_head": args.n_head,
              "n_layer": args.n_layer or len(plan.layers)}
@@ -300,7 +329,7 @@ def _run(args, plan_dict: dict) -> int:
 
     try:
         results = run_rank(job, gather=True)
-    except ValueError:
+    except UserError:  # the ranks' agreement refused their inputs: every rank knows it, rank 0 says it
         raise
     except Exception as e:
         if args.debug or not _is_peer_failure(e):
@@ -313,19 +342,51 @@ def _run(args, plan_dict: dict) -> int:
     if args.check:
         ok, verdict = judge_checks(results, CHECK_TOL if args.tol is None else args.tol)
         code = 0 if ok else 1
+    bad = nonfinite_losses(results)
+    if bad and not args.allow_nonfinite:
+        code = 1
     if rank == 0:
         from .runtime.memory_report import validate_summary
 
         summary = validate_summary({"plan": plan.label(), "world_size": world, "ranks": results})
-        line = json.dumps(summary)
+        line = strict_json(summary)
         print(line, flush=True)
         if args.check:
             print(verdict, file=sys.stderr if code else sys.stdout, flush=True)
+        if bad:
+            print(f"{'warning' if args.allow_nonfinite else 'error'}: the loss is not finite ({bad}; null in the "
+                  f"summary): the run diverged; lower --lr, or pass --allow-nonfinite to accept it",
+                  file=sys.stderr, flush=True)
         if args.out:
             from lib import atomic
 
             atomic.write_text(args.out, line + "\n")
     return code
+
+
+def nonfinite_losses(results: list) -> str:
+    """Where a rank's loss is NaN or infinite, in words (``rank 1, plan 0, step 7``); empty when all finite."""
+    for r in results:
+        for i, run in enumerate(r.get("runs", ()) or r.get("checks", ())):
+            for s, x in enumerate(run.get("losses") or ()):
+                if x is not None and not math.isfinite(float(x)):
+                    return f"rank {r.get('rank')}, plan {i}, step {s}: {x}"
+    return ""
+
+
+def _finite_or_null(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite_or_null(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite_or_null(x) for x in v]
+    return v
+
+
+def strict_json(obj) -> str:
+    """``obj`` as strict JSON (RFC 8259): a NaN or infinity becomes ``null``, never a bare ``NaN`` token."""
+    return json.dumps(_finite_or_null(obj), allow_nan=False)
 
 
 if __name__ == "__main__":

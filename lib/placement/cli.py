@@ -17,11 +17,13 @@ process is writing is refused the same way. Used in: book/placement/02_the_place
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
 
-from lib.cli_errors import OneLineParser, check_float, check_int, run_cli
+from lib.cli_errors import OneLineParser, UserError, check_float, check_int, run_cli, user_input
+from lib.runlog_schema import check_log
 from lib.placement.experiment import (DEFAULT_OUT, EnvSpec, evaluate_run, figures, resolve_run, spec_on_device,
                                       train_run)
 
@@ -95,7 +97,7 @@ def check_train_args(a) -> None:
               "100000 updates is hours on the simulator")
     check_int("--k", a.k, 1, 1024, "placements sampled and measured per update")
     if a.baseline == "leave_one_out" and a.k < 2:
-        raise ValueError(f"--k: {a.k} is too few for the leave-one-out baseline; allowed: --k >= 2")
+        raise UserError(f"--k: {a.k} is too few for the leave-one-out baseline; allowed: --k >= 2")
     check_float("--lr", a.lr, 0, 1, lo_open=True, why="Adam's step; above 1 the placer diverges")
     check_int("--n-micro", a.n_micro, 1, 1024, "micro-batches per step, dividing the batch")
     if a.mem_cap is not None:
@@ -109,51 +111,53 @@ def check_train_args(a) -> None:
     check_float("--ppo-clip", a.ppo_clip, 0, 0.99, lo_open=True, why="the ratio's clip range, e.g. 0.2")
     check_int("--n-groups", a.n_groups, 1, 1024, "groups the grouper assigns nodes to")
     if a.policy == "hierarchical" and a.colocate:
-        raise ValueError("--colocate: the hierarchical policy learns its own groups; allowed: --policy placer "
+        raise UserError("--colocate: the hierarchical policy learns its own groups; allowed: --policy placer "
                          "with --colocate, or --policy hierarchical without it")
     if a.preset not in PRESETS:
-        raise ValueError(f"--preset: unknown GPT preset {a.preset!r}; allowed: {', '.join(sorted(PRESETS))}")
+        raise UserError(f"--preset: unknown GPT preset {a.preset!r}; allowed: {', '.join(sorted(PRESETS))}")
     batch = PRESETS[a.preset].batch_size
     if batch % a.n_micro:
         divisors = [d for d in range(1, batch + 1) if batch % d == 0]
-        raise ValueError(f"--n-micro: {a.n_micro} does not divide the batch of {a.preset} ({batch}); allowed: "
+        raise UserError(f"--n-micro: {a.n_micro} does not divide the batch of {a.preset} ({batch}); allowed: "
                          f"{', '.join(map(str, divisors))}")
     if a.device == "sim" and a.profile not in hardware.names():
-        raise ValueError(f"--profile: unknown hardware profile {a.profile!r}; allowed: "
+        raise UserError(f"--profile: unknown hardware profile {a.profile!r}; allowed: "
                          f"{', '.join(hardware.names())}")
     if a.node_profile is not None:
         check_node_profile(a.node_profile)
     check_out_folder(a.out)
     if a.name is not None and (not a.name or os.sep in a.name or a.name.startswith(".")):
-        raise ValueError(f"--name: {a.name!r} is not a file name; allowed: a name without '/' or a leading '.'")
+        raise UserError(f"--name: {a.name!r} is not a file name; allowed: a name without '/' or a leading '.'")
 
 
 def check_node_profile(path: str) -> None:
     """``--node-profile`` must be a JSON object (a gpu_check report; its fields are checked when it is read)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(2, "no such file (--node-profile)", path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"--node-profile {path}: not valid JSON ({e}); allowed: a gpu_check report") from None
+    from lib.readback import read_json
+
+    report = read_json(path, "--node-profile")  # missing, not UTF-8, truncated, not JSON: one line naming it
     if not isinstance(report, dict):
-        raise ValueError(f"--node-profile {path}: a JSON {type(report).__name__}, not a gpu_check report (an object)")
+        raise UserError(f"--node-profile {path}: a JSON {type(report).__name__}, not a gpu_check report (an object)")
 
 
 def check_out_folder(out: str) -> None:
     """``--out`` must be a folder (a missing one is created) that this process may write."""
     if not out.strip():
-        raise ValueError("--out: empty; allowed: a folder (default data/runs)")
+        raise UserError("--out: empty; allowed: a folder (default data/runs)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise NotADirectoryError(20, "not a folder (--out)", out)
     if os.path.isdir(out) and not os.access(out, os.W_OK):
         raise PermissionError(13, "folder not writable (--out)", out)
+    from lib.atomic import check_out_dir
+
+    check_out_dir("--out", out)  # under a file, a name too long, a folder that takes no new file
 
 
 def check_evaluate_args(a) -> None:
+    check_out_folder(a.out)  # the evaluation log goes there
     check_int("--rounds-select", a.rounds_select, 1, 1000, "each round times every candidate")
-    check_int("--rounds-confirm", a.rounds_confirm, 1, 1000, "each round times every pick")
+    check_int("--rounds-confirm", a.rounds_confirm, 2, 1000, "each round times every pick; two for a spread")
     check_int("--steps-per-round", a.steps_per_round, 1, 10_000, "timed steps per placement and round")
     check_int("--seed", a.seed, 0, SEED_MAX - 1, "a 32-bit seed; the machine is seed + 1")
 
@@ -182,17 +186,20 @@ def _main(argv=None) -> int:
             from lib.placement.break_it import run_name
 
             name = run_name(spec, cfg, a.colocate)  # chapter 4's runs: the name says algorithm and policy
-        res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
-                        repair=a.repair)
+        with user_input():  # lib.placement's checks of the log, checkpoint and node profile it reads back
+            res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
+                            repair=a.repair)
         print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
                           "best": list(res.top[0][0]) if res.top else None,
                           "favourite": list(res.favourite) if res.favourite else None,
                           "stopped_early": res.stopped_early}))
     elif a.cmd == "evaluate":
         check_evaluate_args(a)
-        path = resolve_run(a.run, a.out)
-        spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
-        h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
+        with user_input():  # the run's log and header, read back and checked by lib.placement
+            path = resolve_run(a.run, a.out)
+            check_log(path)
+            spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
+            h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
         for r in h2h.rows():
             print(f"{r['side']:>11}  {r['placement']:<28} {r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  "
                   f"(se {r['sem_ms']:.2f})")
@@ -200,7 +207,13 @@ def _main(argv=None) -> int:
     else:
         if not os.path.isdir(a.out):
             raise FileNotFoundError(2, "no such folder (--out)", a.out)
-        rows = figures(a.out, a.fig_dir)
+        from lib.atomic import check_out_dir
+
+        check_out_dir("--fig-dir", a.fig_dir or os.path.join(a.out, "figures"))
+        for path in sorted(glob.glob(os.path.join(a.out, "*.jsonl"))):  # every log checked before any figure
+            check_log(path)
+        with user_input():
+            rows = figures(a.out, a.fig_dir)
         for r in rows:
             print(json.dumps(r))
     return 0

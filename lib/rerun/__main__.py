@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from lib.cli_errors import OneLineParser, run_cli
+from lib.cli_errors import OneLineParser, UserError, run_cli
 
 
 def main(argv=None) -> int:
@@ -29,9 +29,9 @@ def _main(argv=None) -> int:
     try:
         return _run(argv)
     except FileExistsError as exc:  # a run folder that is already there: the user's to move
-        raise ValueError(f"{exc.filename or exc}: already exists; pick another --runs-root or --resume it") from exc
+        raise UserError(f"{exc.filename or exc}: already exists; pick another --runs-root or --resume it") from exc
     except yaml.YAMLError as exc:
-        raise ValueError(f"--params: not valid YAML ({' '.join(str(exc).split())})") from exc
+        raise UserError(f"--params: not valid YAML ({' '.join(str(exc).split())})") from exc
 
 
 def _run(argv) -> int:
@@ -54,23 +54,37 @@ def _run(argv) -> int:
         print("\n".join(params.book_chapters()))
         return 0
     if a.book_from:
+        if a.out is not None:
+            from lib.atomic import check_out_dir
+
+            check_out_dir("--out", a.out)
         print(replay.book_from(a.book_from, a.out))
         return 0
-    if a.resume and not a.params:  # the set as the run saved it, even if its file has changed or gone
-        saved = os.path.join(a.resume, "params.json")
-        with open(saved, encoding="utf-8") as f:
-            data = json.load(f)
-        if not isinstance(data, dict) or not isinstance(data.get("set"), dict):
-            raise ValueError(f"{saved}: not a run's params.json (no 'set' mapping); --resume takes a run folder")
-        try:
-            pset = params.ParamSet(**data["set"])
-        except TypeError as exc:
-            raise ValueError(f"{saved}: 'set' is not a parameter set ({exc})") from exc
+    if a.resume:
+        from lib.rerun.files import read_params
+
+        saved = read_params(a.resume)  # checked field by field; the set as the run saved it
+        pset = params.ParamSet(**saved.set.model_dump())
+        if a.params and params.load(a.params).name != pset.name:
+            raise UserError(f"--resume: {a.resume} was run with parameter set {pset.name!r}, not "
+                            f"{params.load(a.params).name!r}; drop --params to resume it")
     elif a.params:
         pset = params.load(a.params)
     else:
         ap.error("--params is required (or --resume, --book-from, --list)")
-    chapters = [params._chapter_key(c) for c in a.chapters] if a.chapters else params.book_chapters()
+    chapters = None if a.resume and not a.chapters else params.book_chapters()
+    if a.chapters:
+        chapters = [params._chapter_key(c) for c in a.chapters]
+        seen = {}
+        for given, key in zip(a.chapters, chapters):
+            if key in seen:
+                raise UserError(f"--chapters: {key} is given twice ({seen[key]!r} and {given!r}); allowed: each "
+                                f"chapter once")
+            seen[key] = given
+    if not a.resume:
+        from lib.atomic import check_out_dir
+
+        check_out_dir("--runs-root", a.runs_root)
     run_dir, results = execute.run(pset, chapters, a.runs_root, a.resume, progress=not a.no_progress)
     print()
     print(execute.summary_table(results))

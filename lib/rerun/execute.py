@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from lib import atomic
+from lib.cli_errors import UserError
 from lib.rerun.params import ROOT, RUNNER_PARAMETERS, ParamSet, resolve
 
 _MEASURED = re.compile(r"measured on ([^,;\n\]|]+?)(?=[,;\n\]|]|\s{2}|$)")
@@ -121,8 +122,10 @@ def _summary_path(run_dir: str) -> str:
 
 
 def read_summary(run_dir: str) -> dict:
-    with open(_summary_path(run_dir), encoding="utf-8") as f:
-        return json.load(f)
+    """The run's ``summary.json``, checked field by field (``lib.rerun.files``)."""
+    from lib.rerun.files import read_summary as read
+
+    return read(run_dir).model_dump()
 
 
 def _write_summary(run_dir: str, info: RunInfo, results: dict[str, ChapterResult], order: list[str]) -> None:
@@ -130,7 +133,7 @@ def _write_summary(run_dir: str, info: RunInfo, results: dict[str, ChapterResult
     data = {"run": info.to_dict(), "chapters": rows,
             "failed": [r["chapter"] for r in rows if r["status"] != "ok"],
             "pending": [c for c in order if c not in results]}
-    atomic.write_text(_summary_path(run_dir), json.dumps(data, indent=1) + "\n")
+    atomic.write_text(_summary_path(run_dir), json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def run_chapter(chapter: str, parameters: dict, run_dir: str, kernel: str = "python3",
@@ -152,13 +155,23 @@ def run_chapter(chapter: str, parameters: dict, run_dir: str, kernel: str = "pyt
     t0, error = time.perf_counter(), None
     saved_ci = os.environ.get("CI")
     os.environ["CI"] = "true"  # a batch run is a static notebook: widgets show their static twins (lib.book.in_ci)
+    # papermill saves the notebook as it runs: into a hidden partial file, renamed onto ``out`` only once whole,
+    # so a crash or a full disk never leaves half a notebook under the chapter's name.
+    partial = os.path.join(os.path.dirname(out), "." + os.path.basename(out)[: -len(".ipynb")] + ".partial.ipynb")
     try:
-        papermill.execute_notebook(src, out, parameters=parameters, kernel_name=kernel, cwd=os.path.dirname(src),
-                                   progress_bar=progress, log_output=True, request_save_on_cell_execute=True)
+        papermill.execute_notebook(src, partial, parameters=parameters, kernel_name=kernel,
+                                   cwd=os.path.dirname(src), progress_bar=progress, log_output=True,
+                                   request_save_on_cell_execute=True)
+    except OSError as exc:  # the disk, not the chapter: stop the batch, naming the file, leaving no half file
+        _discard(partial)
+        raise OSError(exc.errno, exc.strerror or str(exc), out) from exc
     except Exception as exc:  # a failing chapter is a result, not the end of the batch
         lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
         error = f"{type(exc).__name__}: {lines[-1] if lines else exc!r}"[:500]
         logger.error("chapter failed: %s", error)
+    except BaseException:
+        _discard(partial)
+        raise
     finally:
         if saved_ci is None:
             os.environ.pop("CI", None)
@@ -169,40 +182,84 @@ def run_chapter(chapter: str, parameters: dict, run_dir: str, kernel: str = "pyt
         handler.close()
     wall = time.perf_counter() - t0
     nb = {}
-    if os.path.exists(out):
-        with open(out, encoding="utf-8") as f:
-            nb = json.load(f)
+    if os.path.exists(partial):
+        try:
+            with open(partial, encoding="utf-8") as f:
+                text = f.read()
+            nb = json.loads(text)
+            atomic.write_text(out, text)  # whole or not at all; the partial goes either way
+        finally:
+            _discard(partial)
     kind, devices = provenance(nb)
     return ChapterResult(chapter, "failed" if error else "ok", round(wall, 2), kind, devices, error)
+
+
+def _discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def run(pset: ParamSet, chapters: list[str], runs_root: str | None = None, resume: str | None = None,
         kernel: str = "python3", progress: bool = True, log=print) -> tuple[str, list[ChapterResult]]:
     """Run ``chapters`` with ``pset`` into a new folder under ``runs_root``, or continue the folder ``resume``.
 
-    Parameters are checked for every chapter before the first one runs. Returns the folder and the results of
-    every chapter (those done by an earlier try of a resumed run included).
+    Parameters are checked for every chapter before the first one runs. One process runs a folder at a time
+    (``<run>/.lock``, as training holds its log's): a second is refused at once. Returns the folder and the
+    results of every chapter (those done by an earlier try of a resumed run included).
     """
     if resume:
-        with open(os.path.join(resume, "params.json"), encoding="utf-8") as f:
-            saved = json.load(f)
-        if saved["set"]["name"] != pset.name:
-            raise ValueError(f"--resume: {resume} was run with parameter set {saved['set']['name']!r}, "
-                             f"not {pset.name!r}")
-        chapters, run_dir = saved["chapters"], resume
-        info = RunInfo(**(saved["run"] | {"devices": tuple(saved["run"]["devices"])}))
-        done = {r["chapter"]: ChapterResult(**(r | {"devices": tuple(r["devices"])}))
-                for r in read_summary(run_dir)["chapters"] if r["status"] == "ok"}
-    else:
-        resolved = resolve(pset, chapters)  # every mismatch is an error before anything runs
-        run_dir = new_run_dir(pset.name, runs_root or os.path.join(ROOT, "runs"))
+        from lib.rerun.files import read_params, read_summary as read_checked
+
+        saved = read_params(resume)
+        if saved.set.name != pset.name:
+            raise UserError(f"--resume: {resume} was run with parameter set {saved.set.name!r}, not {pset.name!r}")
+        if chapters is not None and list(chapters) != saved.chapters:
+            raise UserError(f"--chapters with --resume: {resume} runs its own chapters ({', '.join(saved.chapters)});"
+                            f" allowed: --resume alone, or a new run with --chapters")
+        chapters, run_dir = list(saved.chapters), resume
+        with _folder_lock(run_dir):
+            info = RunInfo(**(saved.run.model_dump() | {"devices": tuple(saved.run.devices)}))
+            done = {r.chapter: ChapterResult(**(r.model_dump() | {"devices": tuple(r.devices)}))
+                    for r in read_checked(run_dir).chapters if r.status == "ok"}
+            return run_dir, _run_chapters(run_dir, info, saved.parameters, chapters, done, kernel, progress, log)
+    resolved = resolve(pset, chapters)  # every mismatch is an error before anything runs
+    run_dir = new_run_dir(pset.name, runs_root or os.path.join(ROOT, "runs"))
+    with _folder_lock(run_dir):
         info = machine_info(pset.name)
         atomic.write_text(os.path.join(run_dir, "params.json"), json.dumps(
             {"set": pset.to_dict(), "chapters": chapters, "parameters": resolved, "run": info.to_dict()},
-            indent=1) + "\n")
-        done = {}
-    with open(os.path.join(run_dir, "params.json"), encoding="utf-8") as f:
-        resolved = json.load(f)["parameters"]
+            indent=1, allow_nan=False) + "\n")
+        return run_dir, _run_chapters(run_dir, info, resolved, chapters, {}, kernel, progress, log)
+
+
+LOCK_NAME = ".lock"
+
+
+def _folder_lock(run_dir: str):
+    """Hold ``run_dir/.lock`` for the block; a :class:`UserError` at once if another process holds it."""
+    import contextlib
+
+    import filelock
+
+    @contextlib.contextmanager
+    def held():
+        lock = filelock.FileLock(os.path.join(run_dir, LOCK_NAME))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            raise UserError(f"{run_dir}: another process is running this run folder (it holds "
+                            f"{os.path.join(run_dir, LOCK_NAME)}); wait for it to finish") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def _run_chapters(run_dir, info, resolved, chapters, done, kernel, progress, log) -> list[ChapterResult]:
     from lib.rerun.params import declared
 
     results = dict(done)
@@ -218,7 +275,7 @@ def run(pset: ParamSet, chapters: list[str], runs_root: str | None = None, resum
         log(f"[{i}/{len(chapters)}] {chapter}" + (f" with {params}" if params else " with its defaults"))
         results[chapter] = run_chapter(chapter, params, run_dir, kernel=kernel, progress=progress)
         _write_summary(run_dir, info, results, chapters)
-    return run_dir, [results[c] for c in chapters]
+    return [results[c] for c in chapters]
 
 
 def summary_table(results: list[ChapterResult]) -> str:

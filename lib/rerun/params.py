@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from lib.cli_errors import UserError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS_DIR = os.path.join(ROOT, "params")
 #: Parameters the runner itself fills in when a chapter declares them and the set leaves them unset.
@@ -47,19 +49,19 @@ def load(name_or_path: str, params_dir: str = PARAMS_DIR) -> ParamSet:
 
     path = name_or_path if name_or_path.endswith((".yaml", ".yml")) else os.path.join(params_dir, f"{name_or_path}.yaml")
     if not os.path.exists(path):
-        raise ValueError(f"--params: no parameter set {name_or_path!r}; available: {', '.join(available(params_dir))}")
+        raise UserError(f"--params: no parameter set {name_or_path!r}; available: {', '.join(available(params_dir))}")
     name = os.path.splitext(os.path.basename(path))[0]
     with open(path, encoding="utf-8") as f:
         data = yaml.safe_load(f) or {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a parameter set is a mapping with keys {sorted(_KEYS)}; got {type(data).__name__}")
+        raise UserError(f"{path}: a parameter set is a mapping with keys {sorted(_KEYS)}; got {type(data).__name__}")
     unknown = set(data) - _KEYS
     if unknown:
-        raise ValueError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {sorted(_KEYS)}")
+        raise UserError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {sorted(_KEYS)}")
     params, chapters = data.get("parameters") or {}, data.get("chapters") or {}
     if not isinstance(params, dict) or not isinstance(chapters, dict) or \
             not all(isinstance(v, dict) for v in chapters.values()):
-        raise ValueError(f"{path}: 'parameters' is a mapping and 'chapters' maps a chapter to a mapping")
+        raise UserError(f"{path}: 'parameters' is a mapping and 'chapters' maps a chapter to a mapping")
     return ParamSet(name, str(data.get("description", "")), params,
                     {_chapter_key(k): v for k, v in chapters.items()})
 
@@ -94,18 +96,53 @@ def resolve(pset: ParamSet, chapters: list[str], root: str = ROOT) -> dict[str, 
     known = book_chapters(root)
     for c in list(chapters) + list(pset.chapters):
         if c not in known:
-            raise ValueError(f"{pset.name}: no chapter {c!r}; chapters: {', '.join(known)}")
+            raise UserError(f"{pset.name}: no chapter {c!r}; chapters: {', '.join(known)}")
     decl = {c: declared(c, root) for c in known}
     for p in pset.parameters:
         if not any(p in d for d in decl.values()):
-            raise ValueError(f"{pset.name}: parameter {p!r} is declared by no chapter of the book")
+            raise UserError(f"{pset.name}: parameter {p!r} is declared by no chapter of the book")
     out = {}
     for c in chapters:
         given = {k: v for k, v in pset.parameters.items() if k in decl[c]}
         for k, v in pset.chapters.get(c, {}).items():
             if k not in decl[c]:
-                raise ValueError(f"{pset.name}: chapter {c} declares no parameter {k!r}; "
+                raise UserError(f"{pset.name}: chapter {c} declares no parameter {k!r}; "
                                  f"it declares: {', '.join(sorted(decl[c]))}")
             given[k] = v
+        for k, v in given.items():
+            check_type(pset.name, c, k, v, decl[c][k])
         out[c] = given
     return out
+
+
+def _kind(v) -> str:
+    return "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int) else "a number" \
+        if isinstance(v, float) else "a string" if isinstance(v, str) else "a list" \
+        if isinstance(v, (list, tuple)) else "a mapping" if isinstance(v, dict) else type(v).__name__
+
+
+def check_type(set_name: str, chapter: str, name: str, value, default_source: str) -> None:
+    """``value`` has the type of the chapter's default for ``name`` (a float takes an integer too; a default of
+    ``None`` or one that is not a literal takes anything); a :class:`UserError` naming set, chapter, parameter."""
+    import ast
+    import math
+
+    try:
+        default = ast.literal_eval(default_source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return
+    if default is None:
+        return
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise UserError(f"{set_name}: chapter {chapter}: parameter {name} = {value!r} is {_kind(value)}; allowed: "
+                        f"{_kind(default)} (its default is {default_source})")

@@ -14,8 +14,11 @@ import shutil
 import subprocess
 import sys
 
+from lib import atomic
 from lib.book import RUNLOGS_DIR, runlogs_zip_name, zip_runlogs
+from lib.cli_errors import UserError
 from lib.rerun.execute import read_summary
+from lib.rerun.files import read_notebook
 from lib.rerun.params import ROOT, book_chapters
 
 # A local build's run logs (``book/<part>/runlogs/``) are left behind: the replayed pages offer the rerun's.
@@ -63,12 +66,13 @@ def _insert_after_title(nb: dict, text: str) -> None:
 
 def stage(run_dir: str, dest: str, root: str = ROOT) -> list[str]:
     """Copy the book into ``dest`` with the rerun's notebooks; return the chapters taken from the rerun."""
+    from lib.rerun.files import read_params
+
     summary = read_summary(run_dir)
-    with open(os.path.join(run_dir, "params.json"), encoding="utf-8") as f:
-        params = json.load(f)
+    params = read_params(run_dir).model_dump()
     failed = [r["chapter"] for r in summary["chapters"] if r["status"] != "ok"]
     if failed or summary.get("pending"):
-        raise ValueError(f"RUN={run_dir}: chapters failed or not run yet ({', '.join(failed + summary['pending'])}); "
+        raise UserError(f"RUN={run_dir}: chapters failed or not run yet ({', '.join(failed + summary['pending'])}); "
                          f"resume it with python -m lib.rerun --resume {run_dir}")
     if os.path.exists(dest):
         shutil.rmtree(dest)
@@ -78,29 +82,25 @@ def stage(run_dir: str, dest: str, root: str = ROOT) -> list[str]:
         target = os.path.join(dest, chapter + ".ipynb")
         executed = os.path.join(run_dir, chapter + ".ipynb")
         if os.path.exists(executed):
-            with open(executed, encoding="utf-8") as f:
-                nb = json.load(f)
+            nb = read_notebook(executed)
             runlogs = _zip_runlogs(run_dir, chapter, os.path.dirname(target))
             if runlogs is None and _links_runlogs(nb, chapter):
-                raise ValueError(f"RUN={run_dir}: {chapter} links its run logs, but the rerun kept none under "
+                raise UserError(f"RUN={run_dir}: {chapter} links its run logs, but the rerun kept none under "
                                  f"runlogs/{chapter.removeprefix('book/')}/; rerun that chapter")
             _insert_after_title(nb, note(params["run"], params["set"], runlogs))
             taken.append(chapter)
         else:
-            with open(target, encoding="utf-8") as f:
-                nb = json.load(f)
+            nb = read_notebook(target)
             nb["metadata"].setdefault("mystnb", {})["execution_mode"] = "force"
             _insert_after_title(nb, ":::{note}\nThis page was not part of the rerun: it was executed when the book "
                                     "was built, with its default parameters.\n:::")
-        with open(target, "w", encoding="utf-8") as f:
-            json.dump(nb, f, indent=1, ensure_ascii=False)
+        atomic.write_text(target, json.dumps(nb, indent=1, ensure_ascii=False))
     config = os.path.join(dest, "_config.yml")
     with open(config, encoding="utf-8") as f:
         text = f.read()
     if "execute_notebooks: force" not in text:
-        raise ValueError(f"{config}: expected 'execute_notebooks: force' to turn off for the replay")
-    with open(config, "w", encoding="utf-8") as f:
-        f.write(text.replace("execute_notebooks: force", 'execute_notebooks: "off"'))
+        raise UserError(f"{config}: expected 'execute_notebooks: force' to turn off for the replay")
+    atomic.write_text(config, text.replace("execute_notebooks: force", 'execute_notebooks: "off"'))
     return taken
 
 

@@ -189,7 +189,7 @@ def test_truncated_log_refused_without_repair_and_repaired_with_it(tmp_path):
     args, log = _small_run(out)
     with open(log, "a") as f:
         f.write('{"kind":"update","update":3,"plac')  # torn last line
-    for cmd in (["evaluate", "--run", "r", "--out", out, "--rounds-select", "1", "--rounds-confirm", "1",
+    for cmd in (["evaluate", "--run", "r", "--out", out, "--rounds-select", "1", "--rounds-confirm", "2",
                  "--steps-per-round", "1"], ["figures", "--out", out]):
         rc, _, err = call(cmd)
         assert_one_line(rc, err, "r.jsonl", "line 5 is truncated", "--repair")

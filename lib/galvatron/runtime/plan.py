@@ -15,6 +15,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
+from lib.cli_errors import UserError
+
 GALVATRON_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
 
 # Upper bounds, and why: a plan beyond them is a typo, not a run this runtime can start.
@@ -49,10 +51,13 @@ def _split_csv(v):
     """Galvatron writes per-layer lists as ``"2,2,1"``; each piece must be an integer literal, not ``1.5``."""
     if not isinstance(v, str):
         return v
-    pieces = [x.strip() for x in v.split(",") if x.strip() != ""]
-    for x in pieces:
+    pieces = [x.strip() for x in v.split(",")]
+    for i, x in enumerate(pieces):
+        if x == "":
+            raise ValueError(f"entry {i + 1} of {v[:60]!r} is empty; per-layer entries are integers, one per "
+                             f"layer, as a list or a comma-separated string")
         if not re.fullmatch(r"[+-]?[0-9]{1,12}", x):
-            raise ValueError(f"{x!r} in {v[:60]!r} is not an integer; per-layer entries are integers, as a "
+            raise UserError(f"{x!r} in {v[:60]!r} is not an integer; per-layer entries are integers, as a "
                              f"list or a comma-separated string")
     return [int(x) for x in pieces]
 
@@ -105,12 +110,12 @@ def validated(d, source: str = "plan") -> dict:
     from lib.cli_errors import describe_validation_error
 
     if not isinstance(d, dict):
-        raise ValueError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
+        raise UserError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
     model = RunPlanModel if "layers" in d else GalvatronPlanModel
     try:
         m = model.model_validate(d)
     except ValidationError as e:
-        raise ValueError(describe_validation_error(e, source, ALLOWED)) from None
+        raise UserError(describe_validation_error(e, source, ALLOWED)) from None
     return m.model_dump(exclude_none=True)
 
 
@@ -130,14 +135,14 @@ class LayerStrategy:
     @classmethod
     def from_dict(cls, d: dict) -> "LayerStrategy":
         if not isinstance(d, dict):
-            raise ValueError(f"a layer must be an object with 'tp' and 'dp' (and optionally 'sdp', "
+            raise UserError(f"a layer must be an object with 'tp' and 'dp' (and optionally 'sdp', "
                              f"'consecutive', 'ckpt'); got {d!r}")
         try:
             m = LayerModel.model_validate(d)
         except ValidationError as e:
             from lib.cli_errors import describe_validation_error
 
-            raise ValueError(describe_validation_error(e, "layer", ALLOWED)) from None
+            raise UserError(describe_validation_error(e, "layer", ALLOWED)) from None
         return cls(m.tp, m.dp, m.sdp, m.consecutive, m.ckpt)
 
     def label(self) -> str:
@@ -184,7 +189,7 @@ class RunPlan:
     def from_dict(cls, d: dict, source: str = "plan") -> "RunPlan":
         """Strictly typed (``RunPlanModel``): 1.5, ``true`` or ``"2"`` for an integer is a ``ValueError``."""
         if isinstance(d, dict) and "layers" not in d:
-            raise ValueError(f"{source}: missing field layers")
+            raise UserError(f"{source}: missing field layers")
         v = validated(d, source)
         return cls(v["world_size"], v["pp"], tuple(LayerStrategy(**x) for x in v["layers"]), v["global_bsz"],
                    v["chunks"], tuple(v["pp_division"]))
@@ -199,33 +204,33 @@ class RunPlan:
     def validate(self, n_head: int, n_layer: int, world_size: int | None = None) -> None:
         """Raise ``ValueError`` naming the bad value if this plan cannot run on the model and the world."""
         if world_size is not None and world_size != self.world_size:
-            raise ValueError(f"plan is for world size {self.world_size}, but {world_size} ranks are running")
+            raise UserError(f"plan is for world size {self.world_size}, but {world_size} ranks are running")
         if self.pp < 1 or self.world_size % self.pp:
-            raise ValueError(f"pp_deg={self.pp} must divide the world size {self.world_size}")
+            raise UserError(f"pp_deg={self.pp} must divide the world size {self.world_size}")
         if len(self.layers) != n_layer:
-            raise ValueError(f"plan has {len(self.layers)} layers; the model has {n_layer}")
+            raise UserError(f"plan has {len(self.layers)} layers; the model has {n_layer}")
         if len(self.pp_division) != self.pp or sum(self.pp_division) != n_layer or min(self.pp_division) < 1:
-            raise ValueError(f"pp_division={list(self.pp_division)} must be {self.pp} positive counts "
+            raise UserError(f"pp_division={list(self.pp_division)} must be {self.pp} positive counts "
                              f"summing to {n_layer}")
         S = self.stage_size
         for i, s in enumerate(self.layers):
             if s.tp * s.dp != S:
-                raise ValueError(f"layer {i}: tp={s.tp} x dp={s.dp} != {S} ranks per stage "
+                raise UserError(f"layer {i}: tp={s.tp} x dp={s.dp} != {S} ranks per stage "
                                  f"(world {self.world_size} / pp {self.pp})")
             if s.tp & (s.tp - 1):
-                raise ValueError(f"layer {i}: tp={s.tp} must be a power of two")
+                raise UserError(f"layer {i}: tp={s.tp} must be a power of two")
             if n_head % s.tp:
-                raise ValueError(f"layer {i}: tp={s.tp} does not divide the head count {n_head}")
+                raise UserError(f"layer {i}: tp={s.tp} does not divide the head count {n_head}")
         if self.chunks < 1 or self.global_bsz % self.chunks:
-            raise ValueError(f"chunks={self.chunks} must divide global_bsz={self.global_bsz}")
+            raise UserError(f"chunks={self.chunks} must divide global_bsz={self.global_bsz}")
         if (self.global_bsz // self.chunks) % S:
-            raise ValueError(f"micro-batch {self.global_bsz // self.chunks} (global_bsz {self.global_bsz} / "
+            raise UserError(f"micro-batch {self.global_bsz // self.chunks} (global_bsz {self.global_bsz} / "
                              f"chunks {self.chunks}) must be a multiple of the {S} ranks per stage")
 
 
 def _even_division(n_layer: int, pp: int) -> tuple:
     if pp < 1:
-        raise ValueError(f"pp_deg must be >= 1; got {pp}")
+        raise UserError(f"pp_deg must be >= 1; got {pp}")
     base, extra = divmod(n_layer, pp)
     return tuple(base + (1 if s < extra else 0) for s in range(pp))
 
@@ -236,19 +241,19 @@ def from_galvatron_dict(d: dict, world_size: int | None = None, source: str = "p
     if isinstance(d, dict):
         missing = [k for k in GALVATRON_FIELDS if k not in d]
         if missing:
-            raise ValueError(f"{source}: missing fields {missing}; a Galvatron plan needs {list(GALVATRON_FIELDS)}")
+            raise UserError(f"{source}: missing fields {missing}; a Galvatron plan needs {list(GALVATRON_FIELDS)}")
     v = validated(d, source)
     world = v.get("world_size", v.get("n_gpus", world_size))
     if world is None:
-        raise ValueError(f"{source}: no world_size in the plan and none was given")
+        raise UserError(f"{source}: no world_size in the plan and none was given")
     pp, tps, flags, sdps = v["pp_deg"], v["tp_sizes_enc"], v["tp_consecutive_flags"], v["dp_types_enc"]
     ckpts = v.get("checkpoint") or [0] * len(tps)
     if not (len(tps) == len(flags) == len(sdps) == len(ckpts)):
-        raise ValueError(f"{source}: per-layer lists differ in length: tp_sizes_enc {len(tps)}, "
+        raise UserError(f"{source}: per-layer lists differ in length: tp_sizes_enc {len(tps)}, "
                          f"tp_consecutive_flags {len(flags)}, dp_types_enc {len(sdps)}, checkpoint {len(ckpts)}; "
                          f"each must have one entry per layer")
     if world % pp or any((world // pp) % t for t in tps):
-        raise ValueError(f"{source}: pp_deg={pp} and tp_sizes_enc={tps} do not fit world size {world}; "
+        raise UserError(f"{source}: pp_deg={pp} and tp_sizes_enc={tps} do not fit world size {world}; "
                          f"pp_deg x tp must divide it")
     layers = tuple(LayerStrategy(t, world // (pp * t), bool(s), bool(c), bool(k))
                    for t, s, c, k in zip(tps, sdps, flags, ckpts))
@@ -265,5 +270,5 @@ def load_plan(d: dict, world_size: int | None = None, source: str = "plan") -> R
     """Either format: a ``RunPlan`` dict (has ``layers``) or a Galvatron plan JSON; ``source`` (a file name)
     starts every error message."""
     if not isinstance(d, dict):
-        raise ValueError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
+        raise UserError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
     return RunPlan.from_dict(d, source) if "layers" in d else from_galvatron_dict(d, world_size, source)

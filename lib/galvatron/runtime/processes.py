@@ -102,9 +102,13 @@ def spawn_ranks(run, job: dict, world_size: int, timeout_s: float = 120.0, prech
                 with open(path) as f:
                     errors[r] = json.load(f)
         if hung or any(c != 0 for c in codes):
-            if errors and all(e["type"] == "ValueError" for e in errors.values()) and not hung:
+            if errors and all(e["type"] in ("ValueError", "UserError") for e in errors.values()) and not hung:
+                from lib.cli_errors import UserError
+
                 msgs = sorted({e["msg"] for e in errors.values()})
-                raise ValueError(f"rejected on ranks {sorted(errors)} (exit codes {codes}): {'; '.join(msgs)}")
+                user = all(e["type"] == "UserError" for e in errors.values())
+                raise (UserError if user else ValueError)(
+                    f"rejected on ranks {sorted(errors)} (exit codes {codes}): {'; '.join(msgs)}")
             detail = "; ".join(f"rank {r}: {e['type']}: {e['msg']}" for r, e in sorted(errors.items()))
             tb = next(iter(errors.values()))["tb"] if errors else ""
             raise RuntimeError(f"ranks failed: exit codes {codes}, still running after {timeout_s:.0f} s: {hung}; "
@@ -135,7 +139,9 @@ def agree(fingerprint: dict, world: int) -> None:
                 differ.setdefault(k, []).append(r)
     if differ:
         what = ", ".join(f"{k} (ranks {v} differ from rank 0)" for k, v in differ.items())
-        raise ValueError(f"the ranks were started with different inputs: {what}; start every rank with the same "
+        from lib.cli_errors import UserError
+
+        raise UserError(f"the ranks were started with different inputs: {what}; start every rank with the same "
                          f"plan file and arguments")
 
 

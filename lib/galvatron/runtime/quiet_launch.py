@@ -15,7 +15,10 @@ Everything before ``run`` is torchrun's (``torchrun --help``); ``run`` and after
 
 from __future__ import annotations
 
+import contextlib
 import logging
+
+from lib.cli_errors import UserError
 
 WORKER = ("-m", "lib.galvatron")
 _AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
@@ -24,7 +27,7 @@ _AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.d
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """(torchrun's options, the ranks' ``run ...`` command line); a ``ValueError`` when there is no ``run``."""
     if "run" not in argv:
-        raise ValueError("launch: expected torchrun's options, then run and the ranks' flags, e.g. "
+        raise UserError("launch: expected torchrun's options, then run and the ranks' flags, e.g. "
                          "launch --nproc-per-node 2 run --plan plan.json")
     i = argv.index("run")
     return list(argv[:i]), list(argv[i:])
@@ -38,12 +41,53 @@ def torchrun_args(launcher: list[str], worker: list[str]):
     parser = tr.get_args_parser()
 
     def error(message):
-        raise ValueError(f"launch: {message}; the options before run are torchrun's (torchrun --help)")
+        raise UserError(f"launch: {message}; the options before run are torchrun's (torchrun --help)")
 
     parser.error = error
     if any(a in ("-m", "--module", "--no-python", "--no_python") for a in launcher):
-        raise ValueError("launch: -m/--no-python are set by launch itself; give torchrun's options, then run ...")
-    return parser.parse_args([*launcher, *WORKER, *worker])
+        raise UserError("launch: -m/--no-python are set by launch itself; give torchrun's options, then run ...")
+    args = parser.parse_args([*launcher, *WORKER, *worker])
+    check_bounds(args)
+    if args.shutdown_timeout is None:  # a stopped rank ignores SIGTERM: kill it soon, not after torchrun's 30 s
+        args.shutdown_timeout = SHUTDOWN_S
+    return args
+
+
+#: Seconds the agent waits for the other ranks to exit after one failed, before it kills them. torchrun waits
+#: 30 s, so a stopped peer (SIGSTOP, a hung kernel) held the run 30 s past ``--timeout-s``.
+SHUTDOWN_S = 2
+MAX_NODES, MAX_PROCS = 65536, 1024
+
+
+def _int(text: str, flag: str, lo: int, hi: int, why: str) -> int:
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        raise UserError(f"launch {flag}: {text!r} is not an integer; allowed: [{lo}, {hi}] ({why})") from None
+    if not lo <= v <= hi:
+        raise UserError(f"launch {flag}: {v} is out of range; allowed: [{lo}, {hi}] ({why})")
+    return v
+
+
+def check_bounds(args) -> None:
+    """Every torchrun option this launcher takes within a range that says why; a :class:`UserError` naming
+    the option otherwise (torchrun itself asserts, or starts nothing and waits)."""
+    if str(args.nproc_per_node) not in ("cpu", "gpu", "auto"):
+        _int(args.nproc_per_node, "--nproc-per-node", 1, MAX_PROCS, "ranks on this node; or cpu, gpu, auto")
+    lo_hi = str(args.nnodes).split(":")
+    if len(lo_hi) > 2:
+        raise UserError(f"launch --nnodes: {args.nnodes!r} is not N or MIN:MAX; allowed: e.g. 2 or 1:4")
+    lo = _int(lo_hi[0], "--nnodes", 1, MAX_NODES, "nodes")
+    hi = _int(lo_hi[-1], "--nnodes", lo, MAX_NODES, "nodes; MAX at least MIN")
+    _int(args.node_rank, "--node-rank", 0, hi - 1, f"this node's index among {hi} nodes")
+    if args.master_port is not None:
+        _int(args.master_port, "--master-port", 1, 65535, "a TCP port")
+    _int(args.max_restarts, "--max-restarts", 0, 100, "restarts of the whole group")
+    if not (0 < float(args.monitor_interval) <= 3600):
+        raise UserError(f"launch --monitor-interval: {args.monitor_interval} is out of range; allowed: (0, 3600] "
+                        f"seconds")
+    if args.shutdown_timeout is not None:
+        _int(args.shutdown_timeout, "--shutdown-timeout", 0, 3600, "seconds before stopped ranks are killed")
 
 
 def exit_code(failures: dict) -> int:
@@ -64,9 +108,32 @@ def launch(argv: list[str]) -> int:
         for name in _AGENT_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        tr.run(args)
+        with _prompt_shutdown(args.shutdown_timeout):
+            tr.run(args)
     except ChildFailedError as e:
         if debug:
             raise
         return exit_code(e.failures)
     return 0
+
+
+@contextlib.contextmanager
+def _prompt_shutdown(timeout_s: int):
+    """While the block runs, the ranks left after a failure get ``timeout_s`` of grace before SIGKILL, not 30 s:
+    torchrun's ``--shutdown-timeout`` reaches only its signal path, while a failed rank's path (the process
+    context's ``close()``) waits 30 s for a stopped peer that cannot act on SIGTERM."""
+    from torch.distributed.elastic.multiprocessing import api as mp_api
+
+    original = mp_api.PContext.__dict__.get("close")
+    if original is None:  # another torch: keep its own behaviour
+        yield
+        return
+
+    def close(self, death_sig=None, timeout: int = 30) -> None:
+        return original(self, death_sig, min(timeout, timeout_s))
+
+    mp_api.PContext.close = close
+    try:
+        yield
+    finally:
+        mp_api.PContext.close = original
