@@ -27,6 +27,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lib.cli_errors import UserError
+
 FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
 DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0, "recompute": "none", "cp": 1,
             "kv_heads": "heads", "ffn": "4 x hidden", "gated_mlp": False, "dropout": True, "gpus_per_node": 8,
@@ -107,26 +109,26 @@ def _describe(e: ValidationError, runs_raw) -> tuple[str, str]:
 
 
 def load_runs(path: str) -> RunsFile:
-    """A runs file, checked; ValueError ``FILE: run NAME: field F: what is wrong`` on a bad one."""
+    """A runs file, checked; UserError ``FILE: run NAME: field F: what is wrong`` on a bad one."""
     with open(path) as f:
         try:
             raw = json.load(f)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+            raise UserError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     try:
         rf = RunsFile.model_validate(raw)
     except ValidationError as e:
         run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
-        raise ValueError(f"{path}: {run + ': ' if run else ''}{what}") from None
+        raise UserError(f"{path}: {run + ': ' if run else ''}{what}") from None
     names = [r.name for r in rf.runs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ValueError(f"{path}: run {dup[0]!r}: field name: appears more than once")
+        raise UserError(f"{path}: run {dup[0]!r}: field name: appears more than once")
     for r in rf.runs:
         c = r.config
         n = c.tp * c.pp * c.dp * (c.cp or 1)
         if n != r.cluster.gpus:
-            raise ValueError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {n} but "
+            raise UserError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {n} but "
                              f"cluster.gpus = {r.cluster.gpus}")
     return rf
 
@@ -156,7 +158,7 @@ def to_shape(run: Run):
     m = run.model
     kv = m.kv_heads or m.heads
     if m.hidden % m.heads or m.heads % kv:
-        raise ValueError(f"run {run.name!r}: field model: hidden must divide by heads and heads by kv_heads")
+        raise UserError(f"run {run.name!r}: field model: hidden must divide by heads and heads by kv_heads")
     return TransformerShape(run.name, m.layers, m.hidden, m.heads, m.seq_len, ffn_hidden=m.ffn or 4 * m.hidden,
                             vocab=m.vocab, gated_mlp=bool(m.gated_mlp), n_kv_heads=kv)
 

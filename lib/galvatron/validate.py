@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 from tqdm.auto import tqdm
 
-from lib.cli_errors import OneLineParser
+from lib.cli_errors import OneLineParser, UserError
 
 from .search.cost import step_estimate
 from .search.practice_search import search_practice
@@ -48,7 +48,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
         try:
             est = estimate_run(run, rules)
         except ValueError as e:
-            raise ValueError(f"{path}: run {run.name!r}: field config: {e}") from None
+            raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 4),
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
@@ -92,7 +92,7 @@ def main(argv) -> int:
     """The ``validate`` subcommand (argv without the word ``validate``)."""
     a = _parser().parse_args(argv)
     if a.rules not in ALL_PRESETS:
-        raise ValueError(f"--rules: unknown rules {a.rules!r}; allowed: {', '.join(sorted(ALL_PRESETS))}")
+        raise UserError(f"--rules: unknown rules {a.rules!r}; allowed: {', '.join(sorted(ALL_PRESETS))}")
     runs = []
     for path in a.runs:
         runs += [(path, r) for r in load_runs(path).runs]
