@@ -28,6 +28,11 @@ PREFETCH = ("ipykernel", "comm", "pyodide-kernel", "ipython")
 NEEDED = (*PREFETCH, "piplite", "micropip", "ipywidgets", "plotly", wheel.NAME.replace("_", "-"))
 
 
+#: JupyterLab plugins the REPL does not need; this one fails to activate there (no notebook tracker in a
+#: REPL-only build) and logs an error in the console of every live page.
+DISABLED_PLUGINS = ("@jupyterlab/codemirror-extension:commands",)
+
+
 def lite_config(wheel_path: str, output_dir: str) -> dict:
     """jupyter_lite_config.json: the REPL app only, no source maps, the lock add-on with the book's wheel."""
     return {
@@ -98,6 +103,9 @@ def build(repo: str, site_dir: str, work: str) -> str:
         core_lock = json.load(f)
     with open(lock_in, "w") as f:
         json.dump(pruned_lock(core_lock), f)
+    with open(os.path.join(lite, "jupyter-lite.json"), "w") as f:
+        json.dump({"jupyter-lite-schema-version": 0,
+                   "jupyter-config-data": {"disabledExtensions": list(DISABLED_PLUGINS)}}, f, indent=1)
     with open(os.path.join(lite, "jupyter_lite_config.json"), "w") as f:
         json.dump(lite_config(os.path.abspath(whl), out), f, indent=1)
     shutil.rmtree(out, ignore_errors=True)
