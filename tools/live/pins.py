@@ -38,3 +38,7 @@ LIVE_DIR = "live"
 
 #: The whole downloadable site, live part included, in MB (10^6 bytes).
 SITE_BUDGET_MB = 100.0
+
+
+if __name__ == "__main__":  # the Makefile installs the live tooling from this list
+    print("\n".join(LIVE_TOOLING))
