@@ -16,17 +16,22 @@ MIN = (3, 12)
 NAMES = ("python3.14", "python3.13", "python3.12", "python3")
 
 
-def candidates(path_env: str | None = None, home: str | None = None) -> list[str]:
+def pyenv_roots() -> list[str]:
+    """Where pyenv keeps its Pythons: $PYENV_ROOT/versions, ~/.pyenv/versions."""
+    roots = [os.path.join(os.path.expanduser("~"), ".pyenv", "versions")]
+    if os.environ.get("PYENV_ROOT"):
+        roots.insert(0, os.path.join(os.environ["PYENV_ROOT"], "versions"))
+    return roots
+
+
+def candidates(path_env: str | None = None, roots: list[str] | None = None) -> list[str]:
     """Executables to try, in order: versioned names on PATH, then pyenv's versions (newest first)."""
     out = []
     for n in NAMES:
         p = shutil.which(n, path=path_env)
         if p:
             out.append(p)
-    roots = [os.path.join(home or os.path.expanduser("~"), ".pyenv", "versions")]
-    if os.environ.get("PYENV_ROOT"):
-        roots.insert(0, os.path.join(os.environ["PYENV_ROOT"], "versions"))
-    for r in roots:
+    for r in pyenv_roots() if roots is None else roots:
         found = glob.glob(os.path.join(r, "3.*", "bin", "python3"))
         out += sorted(found, key=lambda p: _version_key(p.split(os.sep)[-3]), reverse=True)
     return list(dict.fromkeys(out))
@@ -46,8 +51,8 @@ def version_of(exe: str) -> tuple[int, int] | None:
     return (int(parts[0]), int(parts[1])) if r.returncode == 0 and len(parts) == 2 else None
 
 
-def find(path_env: str | None = None, home: str | None = None) -> str | None:
-    for exe in candidates(path_env, home):
+def find(path_env: str | None = None, roots: list[str] | None = None) -> str | None:
+    for exe in candidates(path_env, roots):
         v = version_of(exe)
         if v is not None and v >= MIN:
             return exe
