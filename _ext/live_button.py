@@ -70,7 +70,8 @@ def button_html(code: str, root: str) -> str:
     c = html.escape(f"{INSTALL}\n{code.strip()}\n", quote=True)
     return (f'<div class="live-run" hidden data-live-root="{html.escape(root, quote=True)}" '
             f'data-live-code="{c}" data-numpy-url="{html.escape(pins.NUMPY_URL, quote=True)}">'
-            '<button type="button" class="live-run-button">Run it live</button> '
+            f'<button type="button" class="live-run-button" title="numpy: '
+            f'{html.escape(pins.NUMPY_URL, quote=True)}">Run it live</button> '
             f'<small class="live-run-note">{html.escape(note())}</small>'
             '<p class="live-run-file" hidden><small>To run it live, serve the downloaded book: '
             '<code>python -m http.server -d _build/html</code>, then open http://localhost:8000.</small></p>'

@@ -322,3 +322,68 @@ def test_publish_workflow_builds_live_and_runs_each_widget_before_deploying():
     text = open(os.path.join(ROOT, ".github", "workflows", "book.yml")).read()
     assert "make book LIVE=1" in text and "LIVE_ONLINE=1" in text
     assert text.index("LIVE_ONLINE=1") < text.index("upload-pages-artifact")
+
+
+# --------------------------------------------------------------------- end to end, on a tiny live book
+_TINY_CONFIG = """title: tiny live book
+only_build_toc_files: true
+execute:
+  execute_notebooks: "off"
+sphinx:
+  local_extensions:
+    live_button: {ext}
+"""
+_TINY_PAGE = """# A page with a widget
+
+The static twin is the page's content.
+
+```{{live-widget}}
+{code}
+```
+"""
+
+
+@pytest.mark.slow
+def test_tiny_live_book_end_to_end_offline(tmp_path):
+    """A one-page book with the button, built live, passes the live browser check offline: the self-test
+    (kernel, wheel, imports, a slider redrawing a figure) and the button (nothing before the click, then only
+    the pinned numpy wheel asked for, blocked). Needs the live venv (make live-venv), npm and Chromium."""
+    live_py = os.path.join(ROOT, ".venv-live", "bin", "python")
+    jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
+    from tools.browser_check import CHROMIUM_ARGS, find_chromium, serve
+
+    if not os.path.exists(live_py) or subprocess.run([live_py, "-c", "import jupyterlite_core"]).returncode:
+        pytest.skip("no live venv here (make live-venv)")
+    if find_chromium() is None or not os.path.exists(jb):
+        pytest.skip("needs Chromium and jupyter-book")
+    book = tmp_path / "book"
+    (book / "sub").mkdir(parents=True)
+    (book / "_config.yml").write_text(_TINY_CONFIG.format(ext=os.path.join(ROOT, "_ext")))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n- file: sub/page\n")
+    (book / "intro.md").write_text("# Tiny\n")
+    body = "from lib.straggler.widgets import StragglerExplorer\n\nStragglerExplorer(n_gpus=1024).show()"
+    (book / "sub" / "page.md").write_text(_TINY_PAGE.format(code=body))
+    env = dict(os.environ, BOOK_LIVE="1", PYTHONPATH=ROOT)
+    out = subprocess.run([jb, "build", str(book), "-W"], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    html_root = str(book / "_build" / "html")
+    work = os.path.join(ROOT, "_build", "live-work")  # its npm cache is reused
+    out = subprocess.run([live_py, "-m", "tools.live.build", "--site", html_root, "--work", work], env=env,
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "site: " in out.stdout and site.check_size(html_root) <= pins.SITE_BUDGET_MB
+    from playwright.sync_api import sync_playwright
+
+    from tools.live import browser as live
+
+    httpd, base = serve(html_root)
+    try:
+        with sync_playwright() as pw:
+            b = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+            try:
+                failures = live.run(b, base, html_root, online=False, timeout_s=400, echo=False)
+            finally:
+                b.close()
+    finally:
+        httpd.shutdown()
+    assert failures == []
