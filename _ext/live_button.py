@@ -68,7 +68,8 @@ def note() -> str:
 def button_html(code: str, root: str) -> str:
     """The hidden block, its button and its script; ``root`` is the site root relative to the page."""
     c = html.escape(f"{INSTALL}\n{code.strip()}\n", quote=True)
-    return (f'<div class="live-run" hidden data-live-root="{html.escape(root, quote=True)}" '
+    return ('<div class="live-run" hidden style="margin:0.5em 0 1.2em" '
+            f'data-live-root="{html.escape(root, quote=True)}" '
             f'data-live-code="{c}" data-numpy-url="{html.escape(pins.NUMPY_URL, quote=True)}">'
             f'<button type="button" class="live-run-button" title="numpy: '
             f'{html.escape(pins.NUMPY_URL, quote=True)}">Run it live</button> '
