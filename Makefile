@@ -17,6 +17,19 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 PARAMS     ?= cpu
 RERUN_CODES := 1: a chapter or the build failed; 2: a mistake in the arguments or files, said above
 
+# The live part (make book LIVE=1): JupyterLite + Pyodide + lib's torch-free wheel under _build/html/live/ and a
+# "Run it live" button on the pages with a widget (tools/live/, _ext/live_button.py). Its tooling has its own
+# venv, from PyPI, on a Python >= 3.12 found by tools/live/find_python.py (or LIVE_PYTHON=...); the book's venv
+# is not changed. Without LIVE the book is built exactly as before.
+LIVE        ?=
+LIVE_VENV   ?= .venv-live
+LIVE_PYTHON ?=
+LIVE_STAMP  := $(LIVE_VENV)/.installed
+ifneq ($(LIVE),)
+export BOOK_LIVE := 1
+endif
+
+.PHONY: live live-venv
 .PHONY: rerun book-from all book test test-unit test-notebooks browser-check chapters strip clean venv bench
 
 all: test book
@@ -33,9 +46,23 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 # The executed, strict HTML book: clean (--all), every warning an error, broken references too.
-book: $(STAMP)
+book: $(STAMP) $(if $(LIVE),$(LIVE_STAMP))
 	rm -rf _build/.doctrees _build/html/reports
 	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	$(if $(LIVE),$(MAKE) --no-print-directory live)
+
+# The live part into an already built _build/html (make book LIVE=1 runs it); checks the site's size budget.
+live: $(LIVE_STAMP)
+	PYTHONPATH=$(CURDIR) $(LIVE_VENV)/bin/python -m tools.live.build --site _build/html
+
+live-venv: $(LIVE_STAMP)
+
+$(LIVE_STAMP): tools/live/pins.py
+	@py="$(LIVE_PYTHON)"; test -n "$$py" || py=$$($(PYTHON) tools/live/find_python.py) || exit 2; \
+	test -x $(LIVE_VENV)/bin/python || $$py -m venv $(LIVE_VENV) || exit 2
+	$(LIVE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LIVE_VENV)/bin/python -m pip install -q $$(PYTHONPATH=$(CURDIR) $(PYTHON) -m tools.live.pins)
+	touch $(LIVE_STAMP)
 
 # Every chapter (or CHAPTERS="book/x/y ...") with the parameter set params/$(PARAMS).yaml, into runs/$(PARAMS)-<UTC>/.
 # GNU make itself exits 2 whenever a recipe fails, so the tool's own code (1: a chapter failed, 2: a mistake in
@@ -67,6 +94,7 @@ test-notebooks: $(STAMP)
 # drawn, no block wider than its box, no legend on a title, no paths, tracebacks, warnings or check cells.
 browser-check: $(STAMP)
 	$(PY) tools/browser_check.py _build/html --screenshots _build/screenshots
+	$(if $(LIVE),$(PY) tools/browser_check.py _build/html --live $(if $(LIVE_ONLINE),--live-online))
 
 # Chapters are edited as MyST Markdown (book/**/*.md): write each paired .ipynb from its .md (cell ids and
 # oracle outputs kept, everything else stripped). `python tools/chapters.py check` says what is out of sync.

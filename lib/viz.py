@@ -3,7 +3,10 @@
 Plotly >= 6 emits only ``application/vnd.plotly.v1+json`` under nbclient/papermill, which myst-nb drops,
 so a figure silently vanishes from the HTML. ``show`` instead displays the figure's own HTML (plotly.js from
 the CDN, a stable ``div_id`` so outputs are deterministic) and, in a live Jupyter front end, the same HTML
-works as well. Used in: every chapter.
+works as well. In the reader's browser kernel (Pyodide, the book's "Run it live" button) there is no CDN to
+ask: there ``show`` and :class:`PlotlyHTML` hand JupyterLite plotly's MIME bundle
+(``application/vnd.plotly.v1+json``), which its plotly extension draws with the plotly.js it serves itself.
+Used in: every chapter.
 """
 
 from __future__ import annotations
@@ -80,31 +83,82 @@ def layout(fig, title: str | None = None, height: int = 420):
     return fig
 
 
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def in_browser_kernel() -> bool:
+    """Whether this kernel runs in the reader's browser (Pyodide: WebAssembly, no network but its own site)."""
+    import sys
+
+    return sys.platform == "emscripten"
+
+
+def mime_bundle(fig) -> dict:
+    """Plotly's MIME bundle of ``fig`` (data, layout, frames and the house config), as JupyterLab draws it."""
+    import json
+
+    import plotly.io as pio
+
+    spec = json.loads(pio.to_json(fig, validate=False))
+    spec["config"] = dict(_CONFIG)
+    return {PLOTLY_MIME: spec, "text/plain": f"<plotly figure: {len(spec.get('data', []))} traces>"}
+
+
+class FigureHTML(str):
+    """The HTML of :func:`to_html`, which also remembers its figure (so the browser kernel can draw it)."""
+
+    figure = None
+
+
 def to_html(fig, div_id: str) -> str:
     """The figure as an HTML fragment that loads plotly.js from the CDN, with a stable element id.
 
-    ``div_id`` must be unique on its page and start with a letter (it becomes an HTML id).
+    ``div_id`` must be unique on its page and start with a letter (it becomes an HTML id). The string also
+    carries the figure (``.figure``); in the browser kernel it is only a placeholder, as there is no CDN to ask
+    (:class:`PlotlyHTML` draws the figure there).
     """
     if not isinstance(div_id, str) or not _ID_RE.match(div_id):
         raise ValueError(f"div_id must start with a letter and use letters, digits, '_' or '-'; got {div_id!r}")
+    if in_browser_kernel():
+        out = FigureHTML(f'<div id="{div_id}"></div>')
+    else:
+        out = FigureHTML(_cdn_html(fig, div_id))
+    out.figure = fig
+    return out
+
+
+def _cdn_html(fig, div_id: str) -> str:
     return fig.to_html(
         include_plotlyjs="cdn",
         include_mathjax=False,
         full_html=False,
         div_id=div_id,
         auto_play=False,  # a frames figure must not play through its frames on page load
-        config={"displaylogo": False, "responsive": True},
+        config=dict(_CONFIG),
     )
 
 
 class PlotlyHTML:
-    """A displayable wrapper: Jupyter shows ``_repr_html_``, the book keeps it as ``text/html``."""
+    """A displayable wrapper: Jupyter shows ``_repr_html_``, the book keeps it as ``text/html``. In the browser
+    kernel, when the HTML came from :func:`to_html` (or ``figure`` is given), it shows plotly's MIME bundle
+    instead (no CDN request)."""
 
-    def __init__(self, html: str):
+    def __init__(self, html: str, figure=None):
         self.html = html
+        self.figure = figure if figure is not None else getattr(html, "figure", None)
 
-    def _repr_html_(self) -> str:
-        return self.html
+    def _browser(self) -> bool:
+        return self.__dict__.get("figure") is not None and in_browser_kernel()
+
+    def _repr_html_(self) -> str | None:
+        return None if self._browser() else self.html
+
+    def __getattr__(self, name):
+        # Only in the browser kernel does the object offer a MIME bundle: the book keeps text/html alone.
+        if name == "_repr_mimebundle_" and self._browser():
+            return lambda include=None, exclude=None: mime_bundle(self.figure)
+        raise AttributeError(name)
 
 
 def show(fig, div_id: str):
@@ -114,6 +168,9 @@ def show(fig, div_id: str):
     """
     from IPython.display import display
 
+    if in_browser_kernel():
+        display(mime_bundle(fig), raw=True)
+        return
     display(PlotlyHTML(to_html(fig, div_id)))
 
 

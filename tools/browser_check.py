@@ -379,16 +379,54 @@ def run(html_root: str, shots: str | None = None, only: list[str] | None = None,
     return failures
 
 
+def live_main(html_root: str, online: bool) -> int:
+    """The live part's check (tools/live/browser.py), in one browser; prints its failures, 0 when none."""
+    from playwright.sync_api import sync_playwright
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.insert(0, root)  # run as a script: tools/ is on the path, the repository root is not
+    from tools.live import browser as live
+
+    chromium = find_chromium()
+    if chromium is None:
+        raise SystemExit("headless Chromium not found: install the Debian package 'chromium'")
+    httpd, base = serve(html_root)
+    try:
+        with sync_playwright() as pw:
+            b = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            try:
+                failures = live.run(b, base, html_root, online=online)
+            finally:
+                b.close()
+    finally:
+        httpd.shutdown()
+    if failures:
+        print(f"\nlive browser check FAILED ({len(failures)} failures):")
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("\nlive browser check passed")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("html_root", help="the built book, e.g. _build/html")
     ap.add_argument("--screenshots", default=None, help="folder for one full-page PNG per page")
     ap.add_argument("--page", action="append", default=None,
                     help="check only this page (relative to html_root; repeatable)")
+    ap.add_argument("--live", action="store_true",
+                    help="a live build (make book LIVE=1): check only its live part (tools/live/browser.py), offline "
+                         "but for the pinned numpy wheel, which is blocked")
+    ap.add_argument("--live-online", action="store_true",
+                    help="with --live: let the pinned numpy wheel through and run every page's widget end to end")
     a = ap.parse_args(argv)
     if not os.path.exists(os.path.join(a.html_root, "index.html")):
         print(f"{a.html_root}/index.html not found: run `make book` first")
         return 2
+    if a.live or a.live_online:
+        return live_main(a.html_root, a.live_online)
     failures = run(a.html_root, a.screenshots, a.page)
     if failures:
         print(f"\nbrowser check FAILED ({len(failures)} failures):")
