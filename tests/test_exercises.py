@@ -10,7 +10,8 @@ import pytest
 from lib import exercises
 from tools import chapters
 
-MDS = chapters.markdown_chapters()
+#: Appendix pages (book/<part>/appendix_*.md) hold reference tables, not exercises.
+MDS = [p for p in chapters.markdown_chapters() if not p.rsplit("/", 1)[-1].startswith("appendix_")]
 EXERCISE = re.compile(r"^`{3,}\{exercise\}[^\n]*\n:label: ([\w-]+)", re.M)
 SOLUTION = re.compile(r"^`{3,}\{solution(?:-start)?\} ([\w-]+)", re.M)
 

@@ -214,27 +214,37 @@ def machine_transfer(run_path: str, spec, machine_seeds: Sequence[int], rounds_s
         h2h, _ = evaluate_run(run_path, replace(spec, noise=True, env_seed=int(s)), rounds_select, rounds_confirm,
                               steps_per_round, seed=int(s), phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
         rl, one = h2h.entry("rl"), h2h.entry("single_gpu")
+        se_ms = math.hypot(rl.sem_s, one.sem_s) * 1e3  # the standard error of the gain (independent rounds)
+        gain_ms = (one.mean_s - rl.mean_s) * 1e3
         rows.append({"machine": int(s), "rl_ms": rl.mean_s * 1e3, "rl_label": rl.label, "gpu_ms": one.mean_s * 1e3,
-                     "gpu_label": one.label, "gain_ms": (one.mean_s - rl.mean_s) * 1e3,
+                     "gpu_label": one.label, "gain_ms": gain_ms, "gain_se_ms": se_ms,
+                     "gain_z": gain_ms / se_ms if se_ms > 0 else math.copysign(math.inf, gain_ms),
                      "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se})
     return rows
 
 
 def transfer_table(rows: Sequence[dict], home: int, source: str) -> HTMLTable:
     out = tuple((f"{r['machine']}" + (" (trained here)" if r["machine"] == home else ""), r["rl_label"],
-                 f"{r['rl_ms']:.1f}", r["gpu_label"], f"{r['gpu_ms']:.1f}", f"{r['gain_ms']:+.1f}",
-                 f"{r['gain_pct']:+.1f}%") for r in rows)
-    return HTMLTable(("machine seed", "RL pick", "RL (ms)", "best single GPU", "GPU (ms)", "gain (ms)", "gain"),
-                     out, caption=f"head-to-head on each machine; {source}", nowrap=(2, 4, 5, 6))
+                 f"{r['rl_ms']:.1f}", r["gpu_label"], f"{r['gpu_ms']:.1f}",
+                 f"{r['gain_ms']:+.1f} ± {r['gain_se_ms']:.1f}", f"{r['gain_z']:+.1f}") for r in rows)
+    return HTMLTable(("machine seed", "RL pick", "RL (ms)", "best single GPU", "GPU (ms)", "gain ± SE (ms)",
+                      "gain (SE)"), out, caption=f"head-to-head on each machine; {source}", nowrap=(2, 4, 5, 6))
 
 
-def transfer_summary(rows: Sequence[dict], home: int) -> dict:
-    """The gain on the training machine, the mean gain elsewhere, and the machine-specific share of it."""
-    at_home = next(r["gain_ms"] for r in rows if r["machine"] == home)
-    away = [r["gain_ms"] for r in rows if r["machine"] != home]
-    mean_away = float(np.mean(away)) if away else math.nan
-    share = (at_home - mean_away) / at_home if at_home > 0 else math.nan
-    return {"home_ms": at_home, "away_ms": mean_away, "specific_share": share}
+def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> dict:
+    """The gain on the training machine and the mean gain elsewhere, each with its standard error; their
+    difference in standard errors; and the machine-specific share of the home gain, only when the home gain is
+    itself clear (at least ``min_se`` standard errors; otherwise a share of noise means nothing: NaN)."""
+    h = next(r for r in rows if r["machine"] == home)
+    away = [r for r in rows if r["machine"] != home]
+    mean_away = float(np.mean([r["gain_ms"] for r in away])) if away else math.nan
+    away_se = math.sqrt(sum(r["gain_se_ms"] ** 2 for r in away)) / len(away) if away else math.nan
+    diff_se = math.hypot(h["gain_se_ms"], away_se)
+    home_clear = h["gain_ms"] >= min_se * h["gain_se_ms"]
+    share = (h["gain_ms"] - mean_away) / h["gain_ms"] if home_clear else math.nan
+    return {"home_ms": h["gain_ms"], "home_se_ms": h["gain_se_ms"], "away_ms": mean_away, "away_se_ms": away_se,
+            "diff_z": (h["gain_ms"] - mean_away) / diff_se if diff_se > 0 else math.nan,
+            "home_clear": bool(home_clear), "specific_share": share}
 
 
 def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:
@@ -243,10 +253,11 @@ def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:
     rows = []
     for key, h in h2hs.items():
         rl, other = h.entry(rl_side), h.best_other
-        v = h.verdict()
-        rows.append((key, f"{rl.mean_s * 1e3:.1f}", other.label, f"{other.mean_s * 1e3:.1f}", f"{h.gap_se:+.1f}",
-                     v.split(":")[0]))
-    return HTMLTable(("machine", "RL pick (ms)", "best other", "other (ms)", "gap (SE)", "verdict"), tuple(rows),
+        v = {"win": "RL wins", "loss": "RL loses", "tie": "no clear winner"}[h.outcome()]
+        rows.append((key, f"{rl.mean_s * 1e3:.1f} ± {rl.sem_s * 1e3:.1f}", other.label,
+                     f"{other.mean_s * 1e3:.1f} ± {other.sem_s * 1e3:.1f}", f"{h.gap_se:+.1f}", v))
+    return HTMLTable(("machine", "RL pick ± SE (ms)", "best other", "other ± SE (ms)", "gap (SE)",
+                      "verdict (2-SE rule)"), tuple(rows),
                      caption="head-to-head, confirmation means; simulated, noise on, a machine seed other than "
                              "the training one", nowrap=(1, 3, 4))
 

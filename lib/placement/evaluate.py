@@ -141,6 +141,12 @@ class HeadToHead:
         se = math.hypot(rl.sem_s, other.sem_s)
         return self.gap_s / se if se > 0 else math.copysign(math.inf, self.gap_s) if self.gap_s else 0.0
 
+    def outcome(self, min_se: float = CLEAR_GAP_SE) -> str:
+        """"win", "loss" or "tie" for RL by the 2-SE rule (a gap of at least ``min_se`` standard errors): a
+        label for claim cells and tables; the chapters write the sentence by hand."""
+        se = self.gap_se
+        return "win" if se >= min_se else "loss" if se <= -min_se else "tie"
+
     def verdict(self, min_se: float = CLEAR_GAP_SE) -> str:
         """One sentence: a clear RL win or loss (a gap of at least ``min_se`` standard errors), or no clear
         winner."""

@@ -164,13 +164,18 @@ def placement_strip(placements: Mapping[str, tuple], names=None, n_devices: int 
 
     labels = list(placements)
     z = np.array([list(placements[k]) for k in labels], dtype=float)
-    scale = [[i / max(n_devices - 1, 1), SEQUENCE[i]] for i in range(n_devices)]
+    # categorical: each device one flat band of the scale (no gradient between devices), labelled GPU d
+    scale = []
+    for i in range(n_devices):
+        c = SEQUENCE[i % len(SEQUENCE)]
+        scale += [[i / n_devices, c], [(i + 1) / n_devices, c]]
     hover = None
     if names is not None:
-        hover = [[f"{names[j]}: device {int(z[i, j])}" for j in range(z.shape[1])] for i in range(len(labels))]
-    fig = go.Figure(go.Heatmap(z=z, y=labels, colorscale=scale, zmin=0, zmax=n_devices - 1, xgap=1, ygap=2,
+        hover = [[f"{names[j]}: GPU {int(z[i, j])}" for j in range(z.shape[1])] for i in range(len(labels))]
+    fig = go.Figure(go.Heatmap(z=z, y=labels, colorscale=scale, zmin=-0.5, zmax=n_devices - 0.5, xgap=1, ygap=2,
                                text=hover, hoverinfo="text" if hover else None,
-                               colorbar=dict(title="device", tickvals=list(range(n_devices)))))
+                               colorbar=dict(title="device", tickvals=list(range(n_devices)),
+                                             ticktext=[f"GPU {d}" for d in range(n_devices)])))
     fig.update_xaxes(title="node (chain order)")
     fig.update_yaxes(autorange="reversed")
     return layout(fig, title, height or 120 + 40 * len(labels))
@@ -280,13 +285,28 @@ def best_of_many_figure(results, title: str | None = None, height: int = 420):
 # --- chapter 2: the placer ---
 
 
-def features_figure(inputs, names, title: str | None = None, height: int = 330):
-    """What the placer reads: one column per node, one row per input number."""
+def feature_labels(inputs) -> list[str]:
+    """One label per row of :func:`features_figure`: the op types, the shape numbers, the adjacency offsets."""
+    from lib.placement.placer import ADJ_WINDOW, MAX_DIMS
+
+    labels = [f"op: {t}" for t in inputs.op_types]
+    labels += [f"shape dim {i}" for i in range(MAX_DIMS)] + ["log elements", "log nodes in item"]
+    labels += [f"fed by item {o:+d}" for o in range(-ADJ_WINDOW, 0)]
+    labels += [f"feeds item {o:+d}" for o in range(1, ADJ_WINDOW + 1)]
+    labels += ["farther inputs", "farther consumers"]
+    if len(labels) != len(inputs.op_types) + inputs.numeric.shape[1]:
+        raise ValueError(f"{len(labels)} labels for {len(inputs.op_types) + inputs.numeric.shape[1]} feature rows")
+    return labels
+
+
+def features_figure(inputs, names, title: str | None = None, height: int = 620):
+    """What the placer reads: one column per node, one labelled row per input number, with a colour bar."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Heatmap(z=np.hstack([inputs.op_mix, inputs.numeric]).T, x=list(names), colorscale="Blues",
-                               showscale=False))
-    fig.update_yaxes(title="op type | shape | adjacency", showticklabels=False)
+    fig = go.Figure(go.Heatmap(z=np.hstack([inputs.op_mix, inputs.numeric]).T, x=list(names),
+                               y=feature_labels(inputs), colorscale="Blues", showscale=True,
+                               colorbar=dict(title="value")))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=9))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9), title="node")
     return layout(fig, title, height)
 
@@ -322,7 +342,8 @@ def one_node_moves_figure(moves, names, pair: tuple[int, int], pair_label: str, 
     return layout(fig, title, height)
 
 
-def collapse_sensitivity_figure(study: dict, title: str | None = None, height: int = 520):
+def collapse_sensitivity_figure(study: dict, title: str | None = None, height: int = 520,
+                                quoted: tuple[float, str] = (16, "the write-up: 16")):
     """Updates to collapse against each placer choice (``lib.placement.collapse_study``): one dot per random
     seed (hollow at the right edge: not collapsed within the study's updates), a bar from the fastest to the
     slowest seed and a diamond at the median (censored seeds counted at the cap)."""
@@ -348,7 +369,26 @@ def collapse_sensitivity_figure(study: dict, title: str | None = None, height: i
     if xc:
         fig.add_scatter(x=xc, y=yc, mode="markers", name=f"one seed, not collapsed in {cap}",
                         marker=dict(size=8, symbol="circle-open", color=PALETTE["secondary"]))
-    fig.add_vline(x=16, line_dash="dot", line_color=PALETTE["neutral"], annotation_text="the write-up: 16")
+    fig.add_vline(x=quoted[0], line_dash="dot", line_color=PALETTE["neutral"], annotation_text=quoted[1])
     fig.update_xaxes(title="update at which all K samples are one placement", range=[-1, cap + 3])
     fig.update_yaxes(autorange="reversed")
     return layout(fig, title, height)
+
+
+def collapse_groups_figure(study: dict, title: str | None = None, height: int = 480):
+    """The collapse over co-location groups (``lib.placement.collapse_groups``), drawn like the 40-node study:
+    one row per experiment and setting, against the write-up's "about a hundred updates"."""
+    rows = [{**r, "factor": f"{r['experiment']}, {r['factor']}"} for r in study["rows"]]
+    return collapse_sensitivity_figure({**study, "rows": rows}, title, height,
+                                       quoted=(100, "the write-up: about 100"))
+
+
+def timelines_figure(traces: Mapping[str, list], title: str | None = None, height: int = 420):
+    """Several placements' one-step timelines on one time axis: one lane per placement and device (ms)."""
+    from dataclasses import replace as _replace
+
+    events = [_replace(e, lane=f"{label} · {e.lane}") for label, evs in traces.items() for e in evs]
+    fig = timeline_figure(events, title, height)
+    order = [f"{label} · {lane}" for label, evs in traces.items() for lane in sorted({e.lane for e in evs})]
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
+    return fig

@@ -1,7 +1,8 @@
-"""What Part I's pages show besides figures: tables, the numbers their prose quotes, and verdict sentences.
+"""What Part I's pages show besides figures: tables and the numbers their prose quotes.
 
 Everything here is computed from environments, run logs and head-to-head results, never typed in, so a chapter
-glues the values into its prose (``lib.book.glue``) and shows the tables; no cell on a page builds a sentence.
+glues the values into its prose (``lib.book.glue``) and shows the tables. Nothing here writes a verdict
+sentence: the chapters' conclusions are written by hand, and a hidden ``claim`` cell beside each asserts it.
 Tables are :class:`Table` objects that display as HTML tables (they wrap to the text column instead of running
 off it). Used in: Part I, chapters 1-3.
 """
@@ -132,16 +133,6 @@ def cap_table(hand: Mapping[str, Sequence[int]], capped, uncapped: Mapping[str, 
     return table(header, rows)
 
 
-def cap_two_gpu_text(hand: Mapping[str, Sequence[int]], fits: Mapping[str, bool]) -> str:
-    """Whether a two-GPU hand-made placement fits under the cap, against the write-up's "no two-GPU split fits"."""
-    two = [k for k, p in hand.items() if len(set(p)) == 2 and fits.get(k)]
-    if not two:
-        return "As in the write-up, no two-GPU placement fits"
-    return (f"Unlike the write-up's statement, a two-GPU placement does fit here: {join_words(two)} (balanced by "
-            "the stages' load, it keeps the embedding and the head on different GPUs); the write-up's two-GPU "
-            "splits were the human ones, which do not")
-
-
 def memory_decides(capped, placement: Sequence[int]) -> dict:
     """Under ``capped``'s cap: the busiest device's peak, the cap, and which single part of that device's memory
     (``lib.placement.memory.PARTS``), if left out, would let the placement fit (its overhead share included)."""
@@ -206,15 +197,26 @@ def range_text(values: Sequence[float], empty: str = "no value") -> str:
     return f"{min(values):.2f} to {max(values):.2f}" if len(values) else empty
 
 
-def random_means_ms(env, graph, groups, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Step times (ms) of ``n`` random placements over nodes and ``n`` over co-location groups."""
+#: Part I's one sample of random placements (how many, which seed): chapter 1's random section, its report card
+#: and the calibration appendix all time these same placements, so every page quotes one random mean.
+RANDOM_N, RANDOM_SEED = 1000, 1
+
+
+def random_placements(n_nodes: int, n_groups: int, n: int = RANDOM_N, seed: int = RANDOM_SEED,
+                      n_devices: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random node placements and ``n`` random group placements, drawn in that order from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n_devices, (n, n_nodes)), rng.integers(0, n_devices, (n, n_groups))
+
+
+def random_means_ms(env, graph, groups, n: int = RANDOM_N, seed: int = RANDOM_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Step times (ms) of the random placements of :func:`random_placements`, over nodes and over groups."""
     from lib.graph import expand
 
-    N, D = graph.n_nodes, env.n_devices
-    nodes = np.array([env.measure(rng.integers(0, D, N)).step_s * 1e3 for _ in range(n)])
-    grouped = np.array([env.measure(expand(rng.integers(0, D, len(groups)), groups, N)).step_s * 1e3
-                        for _ in range(n)])
-    return nodes, grouped
+    nodes, grouped = random_placements(graph.n_nodes, len(groups), n, seed, env.n_devices)
+    t = lambda p: env.measure(p).step_s * 1e3
+    return (np.array([t(p) for p in nodes]),
+            np.array([t(expand(p, groups, graph.n_nodes)) for p in grouped]))
 
 
 @dataclass(frozen=True)
@@ -278,29 +280,8 @@ class ReportCard:
     def table(self, quoted_label: str, simulated_label: str) -> Table:
         return table(("", quoted_label, simulated_label), self.rows)
 
-    def glue_values(self) -> dict[str, str]:
-        """The report card's prose, computed: every key is a ``{glue:text}`` name of chapter 1."""
-        v = self.values
-        close = max(abs(v["rand40_ms"] / 530 - 1), abs(v["rand13_ms"] / 247 - 1), abs(v["split_ms"] / 229.5 - 1))
-        c_agree = v["c_single_oom"] and v["c_split_oom"] and not v["c_four_oom"]
-        deeper = v["b_four_ms"] < v["b_split_ms"]
-        return {
-            "sim_single_ms": f"{v['single_ms']:.0f} ms",
-            "calib": f"{v['calib']:.3f}",
-            "card_close": (f"within {close:.0%} of the write-up's figures" if close <= 0.15
-                           else f"up to {close:.0%} away from the write-up's figures"),
-            "card_gain": f"{v['three_gain']:.1%}",
-            "card_memory": ("agree (the allocator constant was set for them)" if c_agree
-                            else "do not all agree, even with the allocator constant set for them"),
-            "card_pipeline": (
-                "it predicts that the deeper four-way pipeline beats the two-way one, where the write-up's "
-                "four-way split was slower than its two-way one: real pipelines over PCIe lose more to copies "
-                "and synchronisation than this model charges" if deeper else
-                "it agrees with the write-up that the four-way split is slower than the two-way one"),
-        }
 
-
-def report_card(n_random: int = 1000, seed: int = 1) -> ReportCard:
+def report_card(n_random: int = RANDOM_N, seed: int = RANDOM_SEED) -> ReportCard:
     """Simulate every row of the write-up's figures for the 49m GPT on four T4s (noiseless)."""
     from lib import hardware
     from lib.gpt import gpt_graph, preset
@@ -311,15 +292,14 @@ def report_card(n_random: int = 1000, seed: int = 1) -> ReportCard:
     t4, g = hardware.load("4xT4-pcie"), gpt_graph(preset("49m"))
     sim = lambda **kw: SimPlacementEnv(g, t4, **kw)
     plain, b, c = sim(), sim(n_micro=4), sim(mem_cap=0.24)
-    hand, groups, rng = baselines.all_baselines(g, 4), colocate(g), np.random.default_rng(seed)
+    hand, groups = baselines.all_baselines(g, 4), colocate(g)
+    rand40, rand13 = random_means_ms(plain, g, groups, n_random, seed)
     single, split, four = (0,) * g.n_nodes, hand["human 2-GPU split on 0,1"], hand["4-way layer split"]
     three = (0,) + (1,) * (g.n_nodes - 3) + (2, 2)  # embedding | body | final norm, head and loss
     t = lambda env, p: env.measure(p).step_s * 1e3
     v = {
         "single_ms": t(plain, single),
-        "rand40_ms": float(np.mean([t(plain, p) for p in rng.integers(0, 4, (n_random, g.n_nodes))])),
-        "rand13_ms": float(np.mean([t(plain, expand(p, groups, g.n_nodes))
-                                    for p in rng.integers(0, 4, (n_random, len(groups)))])),
+        "rand40_ms": float(rand40.mean()), "rand13_ms": float(rand13.mean()),
         "split_ms": t(plain, split),
         "b_split_ms": t(b, split), "b_four_ms": t(b, four),
         "c_single_oom": c.measure(single).oom, "c_split_oom": c.measure(split).oom,
@@ -355,20 +335,6 @@ def collapse_update(result) -> int | None:
 def collapse_text(result) -> str:
     u = collapse_update(result)
     return "never" if u is None else f"at update {u}"
-
-
-def collapse_within_text(result, n_updates: int) -> str:
-    """"at update N", or "not within the n_updates updates" when the run never collapsed."""
-    u = collapse_update(result)
-    return f"not within the {n_updates} updates" if u is None else f"at update {u}"
-
-
-def compare_collapse(result, reference) -> str:
-    """"earlier than", "later than", "at the same update as", "like" or "unlike" (both never / one never)."""
-    u, u0 = collapse_update(result), collapse_update(reference)
-    if u is None or u0 is None:
-        return "unlike" if (u is None) != (u0 is None) else "like"
-    return "earlier than" if u < u0 else "later than" if u > u0 else "at the same update as"
 
 
 def fixes_table(runs: Mapping[str, object], quoted: Mapping[str, str], caption: str, last: int = 10) -> Table:
@@ -411,12 +377,6 @@ def study_dates_text(dates, cap: int) -> str:
 def study_median_text(row: dict, cap: int) -> str:
     """A study row's median collapse update as text ("> cap" when at least half the seeds never collapsed)."""
     return f"{row['median']:g}" if row["median"] < cap else f"> {cap}"
-
-
-def compare_medians(row: dict, ref: dict) -> str:
-    """"earlier than", "later than" or "at the same update as" ``ref``, by median collapse update."""
-    a, b = row["median"], ref["median"]
-    return "earlier than" if a < b else "later than" if a > b else "at the same update as"
 
 
 def placer_choices_table(caption: str = "") -> Table:
@@ -518,24 +478,6 @@ def oom_share(run, first: int | None = None, last: int | None = None) -> float:
     return float(np.mean([np.mean(r["oom"]) for r in recs])) if recs else 0.0
 
 
-def explained_verdict(h2h, run, oom_last: int = 10) -> str:
-    """The head-to-head verdict; when RL loses, why (from the run log): did training ever time anything as
-    fast as the winner, and how often did its last samples still run out of memory."""
-    v = h2h.verdict()
-    if not v.startswith("RL loses"):
-        return v
-    best_train = min(t for _, t in run.top) if run.top else float("nan")
-    w = h2h.best_other
-    v += (f". In training the placer's best single timing was {best_train * 1e3:.1f} ms, while {w.label} "
-          f"re-times at {w.mean_s * 1e3:.1f} ms: "
-          + ("the search never timed anything that fast" if best_train > w.mean_s
-             else "only a lucky, flattered timing in training came near it"))
-    share = oom_share(run, last=oom_last)
-    if share > 0:
-        v += f", and {share:.0%} of its last samples still ran out of memory"
-    return v
-
-
 def entry_name(entry, rl_side: str = "rl") -> str:
     """"the RL pick (top4)", "the single-GPU pick (single GPU 3)" or a fixed placement's label."""
     if entry.role == "fixed":
@@ -591,21 +533,6 @@ class Layout:
             return f"the embedding and the head on GPU {self.embed} with {self._with_body(self.embed)}"
         return (f"the embedding on GPU {self.embed} with {self._with_body(self.embed)}, "
                 f"the head on GPU {self.head} with {self._with_body(self.head)}")
-
-    def claim(self) -> str:
-        """What this layout means for AdamW, whose cost is per device and follows the parameters there."""
-        if self.embed == self.head:
-            return (f"keeps the embedding and the head together on GPU {self.embed}, so their AdamW updates run "
-                    "one after the other")
-        apart = [n for n, a in (("the embedding", self.embed_apart), ("the head", self.head_apart)) if a]
-        if len(apart) == 2:
-            where = "; both also share no GPU with the body"
-        elif apart:
-            where = f"; {apart[0]} also shares no GPU with the body"
-        else:
-            where = "; neither is kept off the body's GPUs entirely"
-        return (f"puts the embedding and the head on different GPUs ({self.embed} and {self.head}), so their "
-                f"AdamW updates run in parallel{where}")
 
 
 def layout_of(placement: Sequence[int], names: Sequence[str]) -> Layout:
@@ -683,49 +610,18 @@ def is_oom_time(step_s: float) -> bool:
     return step_s >= OOM_PENALTY_S
 
 
+#: The head-to-head's sides in words (tables show these, never the code names).
+SIDE_NAMES = {"rl": "RL", "single_gpu": "single GPU", "human_2gpu": "human split", "sharded_adamw": "sharded AdamW"}
+
+
 def head_to_head_table(h2h, names: Sequence[str]) -> Table:
     """A head-to-head's confirmed entries, fastest first, with where each puts the embedding, body and head."""
     rows = []
     for e in sorted(h2h.entries, key=lambda e: e.mean_s):
         t = "out of memory" if e.oom else f"{e.mean_s * 1e3:.1f} ± {e.std_s * 1e3:.1f}"
-        side = "fixed" if e.role == "fixed" else e.side
+        side = "fixed" if e.role == "fixed" else SIDE_NAMES.get(e.side, e.side)
         rows.append((side, e.label, t, f"{e.sem_s * 1e3:.2f}", layout_of(e.placement, names).text()))
     cap = (f"{h2h.rounds_confirm} confirmation rounds × {h2h.steps_per_round} timed steps, after "
            f"{h2h.rounds_select} selection rounds; {h2h.source}.")
     return table(("side", "entry", "step time (ms), mean ± std", "std. error (ms)", "where it puts things"),
                  rows, cap)
-
-
-def phase_values(phases) -> dict[str, str]:
-    """Chapter 3's phase prose: the winner's and the single GPU's optimizer phase and the copies' cost."""
-    if phases is None or len(phases.labels) != 2:  # the winner is a single GPU itself, or ran out of memory
-        na = "n/a (the winner is a single GPU)"
-        return {"ch3_opt_winner": na, "ch3_opt_gpu": na, "ch3_fb_diff": na, "ch3_opt_saves": "cannot be"}
-    win, gpu = phases.phase_s
-    fb = [ph["forward"] + ph["backward"] for ph in (win, gpu)]
-    return {"ch3_opt_winner": f"{win['optimizer'] * 1e3:.1f} ms", "ch3_opt_gpu": f"{gpu['optimizer'] * 1e3:.1f} ms",
-            "ch3_fb_diff": f"{(fb[0] - fb[1]) * 1e3:+.1f} ms",
-            "ch3_opt_saves": "is" if win["optimizer"] < gpu["optimizer"] else "is not"}
-
-
-def favourite_values(fvs: FavouriteVsSingle | None, names: Sequence[str], favourite) -> dict[str, str]:
-    """Chapter 3's prose on the final favourite against the best single GPU (the write-up: it never beat one)."""
-    if fvs is None:
-        na = "not comparable (the favourite or the single GPU was not timed in the same selection rounds)"
-        return {"ch3_fav_lead": "We cannot check the write-up's remark that its policy never beat a single GPU",
-                "ch3_fav_verdict": na, "ch3_fav_ms": "n/a", "ch3_gpu_ms": "n/a", "ch3_fav_se": "n/a",
-                "ch3_fav_layout": "n/a", "ch3_fav_label": "n/a", "ch3_fav_devices": "n/a",
-                "ch3_fav_claim": "n/a"}
-    beats = fvs.verdict() == "beats"
-    return {
-        "ch3_fav_lead": ("Unlike the write-up, whose policy never beat a single GPU in A" if beats
-                         else "As in the write-up, whose policy never beat a single GPU in A"),
-        "ch3_fav_verdict": fvs.verdict(),
-        "ch3_fav_label": fvs.favourite_label,
-        "ch3_fav_ms": f"{np.mean(fvs.favourite_s) * 1e3:.1f} ms",
-        "ch3_gpu_ms": f"{np.mean(fvs.single_s) * 1e3:.1f} ms ({fvs.single_label})",
-        "ch3_fav_se": f"{fvs.gap_se:+.1f}",
-        "ch3_fav_layout": layout_of(favourite, names).text(),
-        "ch3_fav_devices": plural(len(set(favourite)), "GPU"),
-        "ch3_fav_claim": layout_of(favourite, names).claim(),
-    }

@@ -103,6 +103,18 @@ class SimPlacementEnv:
         self.memory = MemoryModel(self.graph, self.n_devices, self.n_micro, self.alloc_overhead)
         self.cap_bytes = tuple(cap_bytes(dev.usable_mem_bytes, mem_cap) for dev in self.profile.devices)
         self.source = book.simulated(self.profile.name)
+        self.noise_scale = self._noise_scale()
+
+    def _noise_scale(self) -> float:
+        """This machine's single-GPU step over the noise model's reference machine's (1 there, or without
+        noise): the timing noise is sized as a share of the step (``NoiseModel.reference_profile``)."""
+        ref = None if self.noise is None else self.noise.reference_profile
+        if ref is None or ref == self.profile.name:
+            return 1.0
+        single = (0,) * self.n_nodes
+        own = SimPlacementEnv(self.graph, self.profile, self.n_micro, mechanisms=self.mechanisms)
+        other = SimPlacementEnv(self.graph, ref, self.n_micro, mechanisms=self.mechanisms)
+        return float(own.engine.simulate(single)[2] / other.engine.simulate(single)[2])
 
     def peak_memory(self, placement: Sequence[int]) -> tuple[int, ...]:
         """Per-device peak bytes of one step under ``placement`` (see ``lib.placement.memory``)."""
@@ -124,7 +136,7 @@ class SimPlacementEnv:
         phases = {"forward": f, "backward": b - f, "optimizer": s - b}
         if self.noise is None:
             return Measurement(s, False, peaks, phases, self.source, ())
-        steps = jittered_steps(s, p, self.noise, self.rng)
+        steps = jittered_steps(s, p, self.noise, self.rng, self.noise_scale)
         step = float(np.median(steps))
         phases = {k: v * step / s for k, v in phases.items()} if s > 0 else phases  # the jitter, shared out
         return Measurement(step, False, peaks, phases, self.source, tuple(float(x) for x in steps))
@@ -142,7 +154,8 @@ class SimPlacementEnv:
 
     def describe(self) -> str:
         cap = "no cap" if self.mem_cap is None else f"memory cap {self.mem_cap:g}"
-        noise = "noise off" if self.noise is None else "noise on"
+        noise = ("noise off" if self.noise is None else "noise on" if self.noise_scale == 1.0
+                 else f"noise on, scaled ×{self.noise_scale:.2f} to the step")
         nodes = "" if self.node_profile is None else f", per-node times from a measured profile: {self.node_profile.source}"
         mech = "" if self.mechanisms.is_base else f", mechanisms: {describe_mechanisms(self.mechanisms)}"
         return f"{self.source} ({self.graph.name}, n_micro={self.n_micro}, {cap}, {noise}{nodes}{mech})"

@@ -25,15 +25,25 @@ class NoiseModel:
         placement on one device / on several (the write-up: single-GPU timings vary by under 1 ms; a multi-GPU
         timing can be off by 5 to 15 ms).
     step_sd_fraction: per-step jitter inside one measurement, as a fraction of that offset's sd.
+    reference_profile: the machine those sizes describe (the write-up's four T4s). On another machine the
+        simulator scales both sds by its single-GPU step over the reference's (same model, same settings), so
+        noise is the same share of the step everywhere: an H100 step of 15 ms does not carry a T4's 5 ms.
+        On the reference machine the scale is exactly 1 (its numbers are unchanged). None: never scale.
     """
 
     device_speed_sd: float = 0.01
     single_device_sd_s: float = 0.0003
     multi_device_sd_s: float = 0.005
     step_sd_fraction: float = 0.5
+    reference_profile: str | None = "4xT4-pcie"
 
     def __post_init__(self):
+        ref = self.reference_profile
+        if ref is not None and not (isinstance(ref, str) and ref):
+            raise ValueError(f"NoiseModel.reference_profile must be a profile name or None; got {ref!r}")
         for k, v in asdict(self).items():
+            if k == "reference_profile":
+                continue
             if not (v >= 0 and np.isfinite(v)):
                 raise ValueError(f"NoiseModel.{k} must be a finite number >= 0; got {v!r}")
 
@@ -42,7 +52,7 @@ class NoiseModel:
 
     @classmethod
     def from_dict(cls, d: dict) -> "NoiseModel":
-        return cls(**{k: float(v) for k, v in d.items()})
+        return cls(**{k: (v if k == "reference_profile" else float(v)) for k, v in d.items()})
 
 
 def device_speed_factors(noise: NoiseModel | None, rng: np.random.Generator, n_devices: int) -> tuple[float, ...]:
@@ -54,9 +64,12 @@ def device_speed_factors(noise: NoiseModel | None, rng: np.random.Generator, n_d
 
 
 def jittered_steps(step_s: float, placement: Sequence[int], noise: NoiseModel,
-                   rng: np.random.Generator) -> np.ndarray:
-    """``TIMED_STEPS`` noisy timings (seconds) of a step whose noiseless time is ``step_s``; never below half."""
-    sd = noise.single_device_sd_s if len(set(placement)) == 1 else noise.multi_device_sd_s
+                   rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+    """``TIMED_STEPS`` noisy timings (seconds) of a step whose noiseless time is ``step_s``; never below half.
+    ``scale`` multiplies the noise model's sds (the machine's step against the reference's, see NoiseModel)."""
+    if not (scale > 0 and np.isfinite(scale)):
+        raise ValueError(f"scale must be a finite number > 0; got {scale!r}")
+    sd = scale * (noise.single_device_sd_s if len(set(placement)) == 1 else noise.multi_device_sd_s)
     offset = rng.normal(0.0, sd)
     steps = step_s + offset + rng.normal(0.0, sd * noise.step_sd_fraction, TIMED_STEPS)
     return np.maximum(steps, 0.5 * step_s)

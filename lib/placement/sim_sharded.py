@@ -130,7 +130,8 @@ class ShardedOptimizerEnv:
         if self.base.noise is None:
             return Measurement(st.step_s, False, peaks, phases, self.source, ())
         # the sharded step spans every device: the multi-device jitter
-        steps = jittered_steps(st.step_s, tuple(range(self.n_devices)), self.base.noise, self.base.rng)
+        steps = jittered_steps(st.step_s, tuple(range(self.n_devices)), self.base.noise, self.base.rng,
+                               self.base.noise_scale)
         step = float(np.median(steps))
         phases = {k: v * step / st.step_s for k, v in phases.items()}
         return Measurement(step, False, peaks, phases, self.source, tuple(float(x) for x in steps))
@@ -144,3 +145,46 @@ class ShardedOptimizerEnv:
 
     def describe(self) -> str:
         return self.base.describe() + f"; single-GPU placements with AdamW sharded over all {self.n_devices} GPUs"
+
+
+def sharded_over_used_step(env, placement: Sequence[int]) -> float:
+    """A practitioner's sharded AdamW for a split model (seconds, noiseless): ``placement`` runs forward and
+    backward as usual; then the AdamW state of all its parameters is dealt evenly over the GPUs it already uses
+    (ZeRO stage 1 within the placement). A GPU holding more than its even share sends the excess gradients to
+    GPUs holding less, every GPU updates its share, and the excess parameters come back. Copies follow the
+    engine's rule (both streams and the link's channels blocked); each GPU starts when its own backward ends.
+    On a single GPU this is the plain step."""
+    p = validate_placement(placement, env.n_nodes, env.n_devices)
+    eng = env.engine
+    trace: list = []
+    f, b, s = eng.simulate(p, trace)
+    used = sorted(set(p))
+    held = [0] * env.n_devices
+    for i, d in enumerate(p):
+        held[d] += int(eng._params[i])
+    if len(used) == 1:
+        return s
+    free = [0.0] * env.n_devices
+    for d in used:  # each GPU's own backward end (its last backward box, or the forward end if it has none)
+        ends = [e.end_s for e in trace if e.lane == f"gpu{d}" and e.kind == "backward"]
+        free[d] = max(ends) if ends else f
+    share = sum(held) / len(used)
+    give = {d: held[d] - share for d in used if held[d] > share}
+    take = {d: share - held[d] for d in used if held[d] < share}
+    flows = []  # (from, to, parameters): greedy, largest surplus to largest deficit
+    for a in sorted(give, key=give.get, reverse=True):
+        for r in sorted(take, key=take.get, reverse=True):
+            n = min(give[a], take[r])
+            if n > 0:
+                flows.append((a, r, int(round(n))))
+                give[a] -= n
+                take[r] -= n
+    chan = [0.0] * eng._n_channels
+    link = lambda a, c: env.profile.link(a, c)
+    for a, r, n in flows:  # 1. excess gradients to the GPUs with room
+        _copy(free, chan, eng._chans[a][r], a, r, 0.0, link(a, r).copy_s(BYTES_PER_ELEMENT * n))
+    for d in used:  # 2. every GPU updates its even share
+        free[d] += eng._adam_fixed[d] + share * eng._adam_per_param[d]
+    for a, r, n in flows:  # 3. the updated parameters back
+        _copy(free, chan, eng._chans[r][a], r, a, 0.0, link(r, a).copy_s(BYTES_PER_ELEMENT * n))
+    return max(max(free[d] for d in used), b)

@@ -70,9 +70,14 @@ def test_machine_transfer_rows_and_summary(ci_run):
     assert [r["machine"] for r in rows] == [0, 1]
     for r in rows:
         assert r["gain_ms"] == pytest.approx(r["gpu_ms"] - r["rl_ms"])
-    s = B.transfer_summary([{"machine": 0, "gain_ms": 10.0}, {"machine": 1, "gain_ms": 4.0},
-                            {"machine": 2, "gain_ms": 2.0}], 0)
-    assert s == {"home_ms": 10.0, "away_ms": 3.0, "specific_share": 0.7}
+        assert r["gain_z"] == pytest.approx(r["gain_ms"] / r["gain_se_ms"])
+    row = lambda m, g, se: {"machine": m, "gain_ms": g, "gain_se_ms": se}
+    s = B.transfer_summary([row(0, 10.0, 2.0), row(1, 4.0, 2.0), row(2, 2.0, 2.0)], 0)
+    assert s["home_ms"] == 10.0 and s["away_ms"] == 3.0 and s["specific_share"] == pytest.approx(0.7)
+    assert s["home_clear"] and s["away_se_ms"] == pytest.approx(2 ** 0.5)
+    assert s["diff_z"] == pytest.approx(7.0 / (4 + 2) ** 0.5)
+    noisy = B.transfer_summary([row(0, 10.0, 6.0), row(1, 4.0, 6.0)], 0)  # a home gain within 2 SE
+    assert not noisy["home_clear"] and noisy["specific_share"] != noisy["specific_share"]  # NaN: no share
 
 
 def test_tables_render():

@@ -62,3 +62,21 @@ def test_chapter_one_figures_draw():
     assert {t.name for t in tl.data} >= {"forward", "backward", "copy"}
     hist = F.random_placements_figure({"a": [200, 210], "b": [230, 240]}, {"q": 220}, "r")
     assert len(hist.data) == 2
+
+
+def test_device_strips_are_categorical_and_features_are_labelled():
+    from lib.gpt import gpt_graph, preset
+    from lib.placement import figures as F
+    from lib.placement.placer import PlacerInputs
+
+    fig = F.placement_strip({"a": (0, 1, 2, 3)}, ["w", "x", "y", "z"], 4, "t")
+    hm = fig.data[0]
+    assert list(hm.colorbar.ticktext) == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+    colours = [c for _, c in hm.colorscale]
+    assert all(colours[2 * i] == colours[2 * i + 1] for i in range(4))  # flat bands, no gradient
+    assert len(set(colours)) == 4
+    g = gpt_graph(preset("ci"))
+    inputs = PlacerInputs.from_graph(g)
+    f = F.features_figure(inputs, [n.name for n in g.nodes], "t")
+    assert f.data[0].showscale and list(f.data[0].y) == F.feature_labels(inputs)
+    assert f.data[0].y[0].startswith("op: ") and "feeds item +1" in f.data[0].y

@@ -467,3 +467,26 @@ def test_jittered_steps_are_the_protocols_timed_steps():
     steps = jittered_steps(0.2, [0, 1], NoiseModel(multi_device_sd_s=1.0), rng)
     assert len(steps) == TIMED_STEPS and min(steps) >= 0.1  # never below half the noiseless step
     assert np.all(jittered_steps(0.2, [0, 0], NoiseModel(single_device_sd_s=0.0), rng) == 0.2)
+
+
+def test_noise_is_a_share_of_the_step_on_other_machines():
+    """The noise model's sizes describe the T4s; a faster machine gets the same share of its own step."""
+    from lib.placement.experiment import EnvSpec, make_env
+
+    t4 = make_env(EnvSpec(profile="4xT4-pcie", noise=True))
+    h100 = make_env(EnvSpec(profile="8xH100-nvlink", noise=True))
+    assert t4.noise_scale == 1.0
+    single = (0,) * h100.n_nodes
+    quiet = SimPlacementEnv(h100.graph, h100.profile)
+    ratio = quiet.measure(single).step_s / SimPlacementEnv(t4.graph, t4.profile).measure(single).step_s
+    assert h100.noise_scale == pytest.approx(ratio) and h100.noise_scale < 0.5
+    split = (0,) * 20 + (1,) * (h100.n_nodes - 20)
+    spread = np.std([h100.measure(split).step_s for _ in range(200)])
+    assert spread < 0.5 * NoiseModel().multi_device_sd_s  # an H100 step is not T4 noise on a faster machine
+    unscaled = SimPlacementEnv(h100.graph, h100.profile, noise=NoiseModel(reference_profile=None), seed=0)
+    assert unscaled.noise_scale == 1.0
+
+
+def test_noise_reference_must_be_a_name():
+    with pytest.raises(ValueError, match="reference_profile"):
+        NoiseModel(reference_profile="")
