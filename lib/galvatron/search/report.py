@@ -343,23 +343,8 @@ def overlap_gaps(with_ov, no_ov) -> dict:
     ``with_ov`` and ``no_ov`` are ``figures.term_rows`` rows of the same strategies at kappa 1.3 and 1.0."""
     gap = [100 * (a["total_ms"] / b["total_ms"] - 1) for a, b in zip(with_ov, no_ov)]
     strategies = [r["strategy"] for r in with_ov]
-    same = [s for s, g in zip(strategies, gap) if abs(g) < 1e-9]
-    no_dp = [s for s in strategies if s.dp == 1]
-    codes = ", ".join(s.code for s in same)
-    if not same:
-        unchanged = "No strategy's estimate stays the same"
-    elif same == no_dp:
-        unchanged = (f"The strategies without a data-parallel dimension ({codes}) do not change: they have no "
-                     "gradient all-reduce to overlap")
-    else:
-        unchanged = f"The estimates of {codes} do not change"
-    verdict = (f"at its largest, the size of the error (more than {PAPER_ERROR_PCT}%) that the paper attributes "
-               "to ignoring it" if max(gap) >= PAPER_ERROR_PCT else
-               f"less, even at its largest, than the error of more than {PAPER_ERROR_PCT}% that the paper "
-               "attributes to ignoring it")
     return {"codes": [s.code for s in strategies], "gap": gap,
-            "glue": {"gap_max": f"{max(gap):.1f}%", "gap_mean": f"{np.mean(gap):.1f}%", "gap_verdict": verdict,
-                     "gap_unchanged": unchanged}}
+            "glue": {"gap_max": f"{max(gap):.1f}%", "gap_mean": f"{np.mean(gap):.1f}%"}}
 
 
 # ------------------------------------------------------------------------------ chapter 7: the search
