@@ -57,11 +57,6 @@ def and_list(xs) -> str:
     return " and ".join(xs) if len(xs) < 3 else ", ".join(xs[:-1]) + " and " + xs[-1]
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 layer``, ``2 layers`` (no ``layer(s)``)."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
-
-
 def plans_text(n_strategies: int, n_layers: int) -> str:
     """The number of plans n^L in scientific notation with superscripts, e.g. ``22³² ≈ 9.0 × 10⁴²``."""
     sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -139,15 +134,10 @@ def four_ways(rows) -> dict:
     quietest = min(rows, key=lambda r: r["comm_mb"])
     by = {r["kind"]: r for r in rows}
     tp, dp = by["TP"], by["DP"]
-    winners = {fastest["kind"], lightest["kind"], quietest["kind"]}
     return {
         "fastest_kind": fastest["kind"], "fastest_ms": f"{fastest['time_s'] * 1e3:.1f} ms",
         "lightest_kind": lightest["kind"], "lightest_mb": f"{mem_of(lightest):.0f} MB",
         "quietest_kind": quietest["kind"], "quietest_mb": f"{quietest['comm_mb']:.1f} MB",
-        "four_ways_verdict": ("no column wins everywhere, and mixing them, differently in different layers, is "
-                              "where the gains are") if len(winners) > 1 else
-                             f"{fastest['kind']} wins all three columns for this one layer",
-        "tp_vs_dp": "slower" if tp["time_s"] > dp["time_s"] else "faster",
         "tp_ms": f"{tp['time_s'] * 1e3:.1f} ms", "dp_ms": f"{dp['time_s'] * 1e3:.1f} ms",
         "tp_mb": f"{tp['comm_mb']:.1f} MB", "dp_mb": f"{dp['comm_mb']:.1f} MB",
         "dp_overhead_ms": f"{dp['overhead_ms']:.1f} ms",
@@ -316,13 +306,12 @@ def memory_table(rows) -> Table:
 
 
 def best_for_layer(rows) -> dict:
-    """Glue values: the fastest strategy for one layer (``figures.term_rows`` rows) and whether it is lightest."""
+    """Glue values: the fastest strategy for one layer (``figures.term_rows`` rows) and the lightest."""
     best = min(rows, key=lambda r: r["total_ms"])
     light = min(rows, key=lambda r: r["mem_mb"])
     return {"best_code": best["strategy"].code, "best_ms": f"{best['total_ms']:.1f} ms",
-            "best_light": "it is also the lightest" if light["mem_mb"] >= best["mem_mb"] else
-            f"it is not the lightest ({best['mem_mb']:.0f} MB against {light['mem_mb']:.0f} MB for "
-            f"{light['strategy'].code})"}
+            "best_mb": f"{best['mem_mb']:.0f} MB", "light_code": light["strategy"].code,
+            "light_mb": f"{light['mem_mb']:.0f} MB"}
 
 
 def dp_terms(rows, n_gpus: int) -> dict:
@@ -521,90 +510,16 @@ def plan_json_excerpt(plan, width: int = 88) -> str:
     return "\n".join(lines)
 
 
-def mix_text(found: dict, model_name: str) -> str:
-    """Does each plan ({GB: plan}) mix strategies layer by layer, and which parallelisms does it use?"""
-    mixed = [gb for gb, p in found.items() if len({s.code for s in p.strategies()}) > 1]
-    single = [gb for gb in found if gb not in mixed]
-    gbs = lambda xs: and_list(f"{gb:g}" for gb in xs) + " GB"
-    if not found:
-        return f"Galvatron found no plan for {model_name} at these budgets."
-    if not mixed:
-        text = f"None of our {model_name} plans above mixes strategies: each uses one strategy for every layer"
-    elif not single:
-        text = f"All our {model_name} plans above mix strategies layer by layer"
-    else:
-        text = (f"Our {model_name} plans mix strategies layer by layer at {gbs(mixed)} and use one strategy for "
-                f"every layer at {gbs(single)}")
-    text += " (" + "; ".join(f"{gb:g} GB: {and_list(plan_kinds(p))}" for gb, p in found.items()) + ")"
-    sdp_mixed = [gb for gb in mixed if 0 < sum(s.sdp for s in found[gb].strategies()) < found[gb].n_layers]
-    if sdp_mixed:
-        text += (f". Where a plan shards some layers and not the others ({gbs(sdp_mixed)}), the memory SDP saves "
-                 "pays for the faster unsharded strategy, or a larger batch, on the rest")
-    return text + "."
-
-
-def bert_text(res8, res12) -> str:
-    """Our BERT-Huge-32 plans at 8 and 12 GB against the paper's (all four kinds; TP+DP with TP+SDP)."""
-    combo = lambda s: "+".join(k for k in ("PP", "TP", "DP", "SDP") if k in kinds_of(s))
-    if res8.feasible:
-        k8 = plan_kinds(res8.plan)
-        missing = [k for k in ("DP", "SDP", "TP", "PP") if k not in k8]
-        text = f"our 8 GB plan uses {and_list(k8)}" + (
-            ", all four as well" if not missing else f" but not {and_list(missing)}"
-            + (f" (pp = {res8.plan.pp_deg})" if "PP" in missing else ""))
-    else:
-        text = "Galvatron finds no 8 GB plan of ours"
-    if res12.feasible:
-        c12 = [combo(s) for s in res12.plan.strategies()]
-        c12 = sorted(set(c12), key=c12.index)
-        text += (", and our 12 GB plan " + (f"mixes {' with '.join(c12)}" if len(c12) == 2 else
-                 f"mixes {and_list(c12)}" if len(c12) > 2 else f"uses {c12[0]} on every layer")
-                 + (", as the paper's does" if set(c12) == {"TP+DP", "TP+SDP"} else ""))
-    else:
-        text += ", and Galvatron finds no 12 GB plan of ours"
-    return text + "."
-
-
-def swin_summary(res, swin, budget_gb: float):
-    """Per layer type of our Swin plan: its shape and mean TP degree (a Table), and the sentence comparing
-    the plan with the paper's observation (TP in the deep layers, DP in the shallow ones)."""
+def swin_table(res, swin):
+    """Per layer type of our Swin plan: its size and the mean TP degree its layers get (a Table), or None
+    when the search found no plan."""
     if not res.feasible:
-        return None, (f"Galvatron finds no Swin plan at {budget_gb:g} GB, so there is no plan of ours to "
-                      "compare.")
+        return None
     tps = np.array(res.plan.tp_sizes_enc)
     kinds = np.array(swin.layer_type_index())
-    strats = res.plan.strategies()
-    groups, rows = [], []  # consecutive layer types that get the same strategies: [type names, layers, what]
-    for k, lt in enumerate(swin.layer_types):
-        rows.append([lt.name, str(lt.hidden), f"{lt.param_mb:.0f}", f"{lt.act_mb(1):.0f}",
-                     f"{tps[kinds == k].mean():.2f}"])
-        names = [strats[i].name for i in np.flatnonzero(kinds == k)]
-        used = sorted(set(names), key=names.index)
-        what = used[0] if len(used) == 1 else and_list(f"{names.count(u)}× {u}" for u in used)
-        if groups and groups[-1][2] == what and len(used) == 1:
-            groups[-1][0].append(lt.name)
-            groups[-1][1] += len(names)
-        else:
-            groups.append([[lt.name], len(names), what])
-    per_type = [f"the {plural(n, 'layer')} of {and_list(names)} get {what}" for names, n, what in groups]
-    tp_mean = [tps[kinds == k].mean() for k in range(len(swin.layer_types))]
-    rises = all(b >= a for a, b in zip(tp_mean, tp_mean[1:])) and tp_mean[-1] > tp_mean[0]
-    with_tp = [lt.name for k, lt in enumerate(swin.layer_types) if tp_mean[k] > 1]
-    n_tp = int((tps > 1).sum())
-    if not with_tp:
-        tail = "No layer uses tensor parallelism, so our plan does not show the paper's split"
-    else:
-        tail = (f"Tensor parallelism appears in {and_list(with_tp)}"
-                + (f" only ({n_tp} of {len(tps)} layers)" if n_tp < len(tps) else "")
-                + (", and the mean TP degree rises with depth, as the paper observes" if rises and
-                   2 * n_tp >= len(tps) else
-                   (": the mean TP degree rises only because a few of the deepest layers use it, while most deep "
-                    "layers keep pure (sharded) data parallelism, a much weaker split than the paper's")
-                   if rises else ", and the mean TP degree does not rise with depth, unlike the paper's "
-                                 "observation"))
-    text = f"In our plan at {budget_gb:g} GB, " + "; ".join(per_type) + ". " + tail + "."
-    table = Table(["layer type", "hidden", "parameters MB", "activations MB per sample", "mean TP degree"], rows)
-    return table, text
+    rows = [[lt.name, str(lt.hidden), f"{lt.param_mb:.0f}", f"{lt.act_mb(1):.0f}",
+             f"{tps[kinds == k].mean():.2f}"] for k, lt in enumerate(swin.layer_types)]
+    return Table(["layer type", "hidden", "parameters MB", "activations MB per sample", "mean TP degree"], rows)
 
 
 def time_searches(model, cluster, n_layers, budgets_gb, rules=None):
@@ -630,24 +545,13 @@ PAPER_16 = (131.15, 63.25)
 PAPER_SEARCH_GROWTH = {16: 2.2, 64: 9.2}
 
 
-def cluster_text(n: int) -> str:
-    """What the cluster profile of ``n`` GPUs is, in words."""
-    if n == 16:
-        return ("two RTX TITAN servers; the quoted all-reduce coefficients of the two-node artifact plus our rule "
-                "for the rest")
-    if n < 8:
-        return f"{n} GPUs of the 8-GPU RTX TITAN server"
-    if n == 8:
-        return "one RTX TITAN server, the published profile"
-    return f"{plural(n // 8, 'RTX TITAN server')}, synthetic"
-
-
 def scaling(model, n_gpus: int, scaling_gpus, systems, uniform: bool = True, budget_gb: float = 16,
             rules=None) -> dict:
     """Galvatron against the best baseline on larger clusters, and the search time relative to ``n_gpus``.
 
-    Returns {"rows": [(GPUs, galvatron, best baseline, its name, search s, ratio)], "glue": {...}}; search times
-    are measured on this machine's CPU."""
+    Returns {"rows": [(GPUs, galvatron, best baseline, its name, search s, ratio)], "glue": {...}} (per size n
+    in ``scaling_gpus``: strategies per layer, search-time ratio, both estimates, the baseline's name and
+    galvatron / baseline); search times are measured on this machine's CPU."""
     from .profiles import published_cluster
     from .engine import search
 
@@ -664,35 +568,14 @@ def scaling(model, n_gpus: int, scaling_gpus, systems, uniform: bool = True, bud
                 for s in systems if s != "galvatron"}
         which = max(base, key=base.get)
         rows.append((n, g.throughput, base[which], which, dt, dt / t_base))
-    by = {r[0]: r for r in rows}
-    out = {}
-    if scaling_gpus:
-        out["scaling_text"] = ("On " + and_list(f"{n} GPUs ({cluster_text(n)})" for n in scaling_gpus)
-                               + ", the space has " + and_list(str(len(generate(n))) for n in scaling_gpus)
-                               + f" strategies per layer, against {len(generate(n_gpus))} on {n_gpus} GPUs.")
-        out["search_growth"] = ("our search takes " + and_list(f"{by[n][5]:.1f}× as long on {n} GPUs"
-                                                               for n in scaling_gpus)
-                                + f" as on {n_gpus} (measured on this machine's CPU)")
-    else:
-        out["scaling_text"] = "No larger cluster is searched here."
-        out["search_growth"] = "no larger cluster was searched"
-    paper_ratio = PAPER_16[0] / PAPER_16[1]
-    if 16 in by:
-        _, ours, best, which, _, _ = by[16]
-        ratio = ours / best if best > 0 else float("inf")
-        same = abs(ratio - 1) < 0.0005
-        text = (f"On 16 GPUs our estimate for {model.name} at {budget_gb:g} GB is {ours:.1f} samples/s against "
-                f"{best:.1f} for the best baseline ({which}): "
-                + ("no gain at all" if same else f"{ratio:.2f}× the baseline")
-                + f"; the paper measured {PAPER_16[0]} against {PAPER_16[1]} samples/s, {paper_ratio:.1f}×.")
-        if not same:
-            text += (" Our gain there is close to the paper's." if abs(ratio / paper_ratio - 1) < 0.1 else
-                     " Our gain there is larger than the paper's." if ratio > paper_ratio else
-                     " Our gain there is smaller than the paper's.")
-        out["s16_text"] = text
-    else:
-        out["s16_text"] = (f"16 GPUs are not among scaling_gpus, so there is no estimate here to set beside the "
-                           f"paper's 16-GPU result ({PAPER_16[0]} against {PAPER_16[1]} samples/s).")
+    out = {"n_strat_here": str(len(generate(n_gpus)))}
+    for n, ours, best, which, _, ratio in rows:
+        out[f"n_strat_{n}"] = str(len(generate(n)))
+        out[f"growth_{n}"] = f"{ratio:.1f}×"
+        out[f"s{n}_ours"] = f"{ours:.1f} samples/s"
+        out[f"s{n}_base"] = f"{best:.1f}"
+        out[f"s{n}_which"] = which
+        out[f"s{n}_ratio"] = f"{ours / best:.2f}×" if best > 0 else "-"
     return {"rows": rows, "glue": out}
 
 
@@ -802,14 +685,3 @@ def dp_speed(model, cluster, budget_gb: float, global_bsz: int, pp: int, rules=N
 #: once: its best plan, its estimate and its wall-clock time. Not re-run by the chapter (it takes minutes).
 ARTIFACT_RUN = {"budget_gb": 8, "throughput": 7.944699256475842, "global_bsz": 8, "pp": 2,
                 "plan": "1x 2-4-1, 14x 2-2*-2, 1x 2-2*-2f per stage", "wall_s": 141.4}
-
-
-def artifact_run_text(run: dict = ARTIFACT_RUN) -> str:
-    """The recorded run of the artifact's own code, in one sentence."""
-    t = f", in {run['wall_s']:.0f} s" if run.get("wall_s") else ""
-    return (f"Running the artifact's own search script once at {run['budget_gb']} GB (on one core of the machine "
-            f"that built this book{t}) gave B = {run['global_bsz']}, pp = {run['pp']}, {run['plan']}, "
-            f"{run['throughput']:.4f} samples/s: the same plan and estimate as ours.")
-
-
-ARTIFACT_RUN_TEXT = artifact_run_text()
