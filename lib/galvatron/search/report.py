@@ -1,8 +1,9 @@
-"""The numbers, tables and sentences the Galvatron chapters show, computed from the cost model and the search.
+"""The numbers and tables the Galvatron chapters show, computed from the cost model and the search.
 
 Chapters stay a few lines per cell: each function here takes results (or runs the searches a section needs) and
-returns plain values, small HTML tables, or a dict of strings for the chapter's ``{glue:text}`` roles. Nothing
-here changes what the cost model or the search compute.
+returns plain values, small HTML tables, or a dict of formatted numbers and names for the chapter's
+``{glue:text}`` roles. No function here writes the chapters' sentences: the prose is written by hand in the
+chapters, beside claim cells that assert it. Nothing here changes what the cost model or the search compute.
 
 Used in: book/galvatron/01_the_space, 02_the_cost_model, 03_the_search.
 """
@@ -470,16 +471,20 @@ def gains_table(g: dict, label: str) -> Table:
 
 
 def comparison_glue(table, results, g: dict) -> dict:
-    """Glue values of the comparison: largest gains, baseline cells without a plan, Galvatron's own misses."""
-    none = [f"{n} at {gb:g} GB (needs {results[(n, gb, 'galvatron')].min_budget_gb:.1f} GB)"
-            for (n, gb, s), v in table.items() if s == "galvatron" and v == 0]
+    """Glue values of the comparison: largest gains ("-" where no baseline fits), how many baseline cells have
+    no plan, and, per (model, budget) where Galvatron itself finds none, the budget it needs
+    (``galv_needs_<model>_<GB>``, the model's dashes as underscores)."""
+    misses = [(n, gb) for (n, gb, s), v in table.items() if s == "galvatron" and v == 0]
     n_oom = sum(1 for (n, gb, s), v in table.items() if v == 0 and s != "galvatron")
     pure = [a for a, _ in g.values() if not math.isnan(a)]
     hyb = [b for _, b in g.values() if not math.isnan(b)]
-    return {"gain_pure_max": f"{max(pure):.0f}%" if pure else "no gain (no pure baseline fits)",
-            "gain_hybrid_max": f"{max(hyb):.0f}%" if hyb else "no gain (no hybrid baseline fits)",
-            "n_oom": n_oom, "n_cells": sum(1 for k in table if k[2] != "galvatron"),
-            "galv_none": and_list(none) if none else "none"}
+    out = {"gain_pure_max": f"{max(pure):.0f}%" if pure else "-",
+           "gain_hybrid_max": f"{max(hyb):.0f}%" if hyb else "-",
+           "n_oom": n_oom, "n_cells": sum(1 for k in table if k[2] != "galvatron"), "n_galv_none": len(misses)}
+    for n, gb in misses:
+        key = f"galv_needs_{n.replace('-', '_')}_{gb:g}"
+        out[key] = f"{results[(n, gb, 'galvatron')].min_budget_gb:.1f} GB"
+    return out
 
 
 _KIND = {"dp": "DP", "sdp": "SDP", "tp": "TP"}

@@ -1,5 +1,5 @@
-"""lib/galvatron/search/report.py: the values and sentences the Galvatron chapters glue into their prose follow the
-results they describe (no hard-coded verdicts), tables fit, and the memory split matches the cost model."""
+"""lib/galvatron/search/report.py: the values the Galvatron chapters glue into their hand-written prose follow the
+results they describe, tables fit, and the memory split matches the cost model."""
 
 import ast
 import math
@@ -146,7 +146,10 @@ def test_gains_and_comparison_glue():
     g = report.gains(table, ["m"], [8])
     assert g["m"] == (pytest.approx(100.0), pytest.approx(25.0))
     glue = report.comparison_glue(table, {}, g)
-    assert glue["gain_pure_max"] == "100%" and glue["n_oom"] == 4 and glue["galv_none"] == "none"
+    assert glue["gain_pure_max"] == "100%" and glue["n_oom"] == 4 and glue["n_galv_none"] == 0
+    missed = {**table, ("m-2", 8, "galvatron"): 0.0}
+    glue = report.comparison_glue(missed, {("m-2", 8, "galvatron"): SimpleNamespace(min_budget_gb=8.83)}, g)
+    assert glue["n_galv_none"] == 1 and glue["galv_needs_m_2_8"] == "8.8 GB"
     t = report.comparison_table(table, ["m"], [8], ["galvatron", "dp", "sdp"], "x")
     assert t.rows == [["m", "8", "20.00", "10.00", "-"]]
 
