@@ -21,13 +21,11 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
+from lib.galvatron.search.rules import PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
-#: The Llama 3 paper's effective training time (quoted): "higher than 90% effective training time".
-LLAMA3_EFFECTIVE_TRAINING = 0.90
-#: Llama 3 405B's global batch at its 16M tokens per step: 2,048 sequences of 8,192 tokens (quoted).
-LLAMA3_TOKENS_PER_STEP = 2048 * 8192
+from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
 
 
 @dataclass(frozen=True)
@@ -39,11 +37,12 @@ class Job:
     budget_gb: memory per GPU for the search (GiB); storage_bw_gb_per_s: what storage absorbs while a
     checkpoint is written (GB = 1e9 bytes); per_gpu_mtbf_h, restart_min: the failure model; backup_share:
     extra data-parallel replicas as a share of the replicas; jitter, p_slow, slow_factor: the step model of
-    Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node).
+    Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node); rules: the
+    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's).
     """
 
     model: str = "llama3-405b"
-    n_gpus: int = 1024
+    n_gpus: int = 16_384
     cluster: str = "h100-cluster"
     tokens_per_gpu: int = 1024
     budget_gb: float = 79.6
@@ -55,6 +54,7 @@ class Job:
     p_slow: float = sm.StepModel.p_slow
     slow_factor: float = sm.StepModel.slow_factor
     max_tp: int = 8
+    rules: str = "galvatron2"
 
     def __post_init__(self):
         if self.model not in SHAPES:
@@ -65,6 +65,8 @@ class Job:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
+        if not isinstance(self.rules, str) or self.rules not in PRESETS:
+            raise ValueError(f"rules must be one of {sorted(PRESETS)}; got {self.rules!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -151,7 +153,8 @@ def search_plan(job: Job) -> PlanEstimate:
     best, notes = None, []
     for pp in sorted({s.pp for s in strats}):
         mine = [s for s in strats if s.pp == pp]
-        res = search(model, cluster, job.budget_gb, strategies=mine, batch_sizes=[B], chunks=_chunks(job, pp))
+        res = search(model, cluster, job.budget_gb, strategies=mine, batch_sizes=[B], chunks=_chunks(job, pp),
+                     rules=job.rules)
         if res.feasible and (best is None or res.plan.est_iter_s < best.plan.est_iter_s):
             best = res
         elif not res.feasible:
@@ -162,7 +165,7 @@ def search_plan(job: Job) -> PlanEstimate:
     strategies, layers = plan.strategies(), model.layers()
     compute = 0.0
     for lt, s in zip(layers, strategies):
-        terms = layer_time_terms(lt, s, B, cluster, plan.chunks, model.extra_overhead_ms)
+        terms = layer_time_terms(lt, s, B, cluster, plan.chunks, model.extra_overhead_ms, PRESETS[job.rules])
         compute += (terms["fwd_ms"] + terms["bwd_ms"]) * terms["bubble_factor"] * terms["total_s"] / terms["total_ms_24"]
     first = strategies[0]
     return PlanEstimate(plan=plan, step_s=plan.est_iter_s, compute_s=compute,
@@ -190,15 +193,15 @@ def backup_replicas(job: Job, est: PlanEstimate) -> int:
     return sm.backup_count(est.dp, job.backup_share)
 
 
-def step_efficiency(job: Job, est: PlanEstimate, backups: bool) -> float:
+def step_efficiency(job: Job, est: PlanEstimate, backups: bool, step: sm.StepModel | None = None) -> float:
     """Step efficiency of the plan's step at the job's GPU count, with or without backup replicas.
 
     Without: ``lib.straggler.model.step_efficiency(N)``. With b backup replicas of r = tp x pp GPUs: N + b r
     GPUs draw slow GPUs, the step waits for all but the b slowest replicas (each slow GPU sits in its own
     replica: slow GPUs are rare), and the b r GPUs are charged as cost. That is the model's expected step with
     b dropped and the Poisson rate (N + b r) p, so it is computed as ``expected_step_s(N, b)`` with p scaled
-    by (N + b r) / (N + b)."""
-    step, n = step_model(job, est), job.n_gpus
+    by (N + b r) / (N + b). ``step``: another step model for the same plan (default: ``step_model``)."""
+    step, n = (step_model(job, est) if step is None else step), job.n_gpus
     if not backups:
         return sm.step_efficiency(n, 0, step)
     b = backup_replicas(job, est)

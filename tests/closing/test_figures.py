@@ -1,13 +1,16 @@
-"""Tests for lib/closing/figures.py and report.py: one frame per cluster size, every stage in every frame."""
+"""Tests for lib/closing/figures.py and report.py: one frame per cluster size, every stage in every frame, the
+quoted marks only where they apply, share axes zoomed; the tables label every row."""
 
 from dataclasses import replace
 
 import pytest
 
 from lib.closing.exercises import run_of
-from lib.closing.figures import slider_figure
-from lib.closing.report import glue_texts
+from lib.closing.figures import sensitivity_figure, share_range, slider_figure
+from lib.closing.llama3 import llama3_step_s
+from lib.closing.report import glue_texts, llama3_table, sensitivity_glue, sensitivity_table
 from lib.closing.run import Job
+from lib.closing.sensitivity import sensitivity
 
 
 def test_slider_has_a_frame_per_size_and_every_stage_moves():
@@ -15,8 +18,14 @@ def test_slider_has_a_frame_per_size_and_every_stage_moves():
     fig = slider_figure(runs, 1024)
     assert [f.name for f in fig.frames] == ["1,024", "16,384"]
     a, b = fig.frames
-    for ta, tb in zip(a.data, b.data):
+    for ta, tb in zip(a.data[2:], b.data[2:]):
         assert list(ta.y) != list(tb.y), ta.name   # step, interval, efficiencies, kept, goodput all move
+    # Llama 3's marks: none at 1,024 GPUs; its step and its effective training time at 16,384
+    assert [len(t.y or ()) for t in a.data[:2]] == [0, 0]
+    assert list(b.data[0].y) == [pytest.approx(llama3_step_s())] and list(b.data[1].y) == [0.90]
+    lo, hi = fig.layout.yaxis3.range
+    shares = [v for f in fig.frames for t in f.data[4:] for v in t.y]
+    assert hi == 1.0 and 0.5 < lo < min(shares)  # zoomed: not 0-112%
     assert fig.layout.sliders[0].active == 0
     with pytest.raises(ValueError, match="active_gpus"):
         slider_figure(runs, 512)
@@ -25,5 +34,36 @@ def test_slider_has_a_frame_per_size_and_every_stage_moves():
 def test_glue_texts_quote_the_stages():
     r = run_of(Job())
     g = glue_texts(r)
-    assert g["goodput_backup"] == f"{r.goodput_backup:.1%}" and g["n_gpus"] == "1,024 GPUs"
-    assert g["llama3_effective"] == "90%"
+    assert g["goodput_backup"] == f"{r.goodput_backup:.1%}" and g["n_gpus"] == "16,384 GPUs"
+    assert g["llama3_effective"] == "90%" and g["rules"] == "galvatron2"
+    assert g["llama3_step_s"] == "6.2 s"
+
+
+def test_share_range_zooms_below_the_smallest_value():
+    assert share_range([0.844, 0.905, 0.95]) == [0.8, 1.0]
+    assert share_range([0.01]) == [0.0, 1.0]
+
+
+def test_the_table_beside_llama3_labels_every_row():
+    t = llama3_table(run_of(Job()))
+    assert len(t.rows) == 6
+    for row in t.rows[1:]:
+        assert row[2].startswith("estimated")  # ours: estimated
+        assert row[4].startswith(("quoted", "estimated from")) or row[3] == "not reported"
+    assert "FSDP" in t.rows[1][1] and t.rows[1][3].startswith("TP 8 x PP 16 x DP 128")
+    assert "§3.3.4" in t.rows[4][4]
+
+
+def test_sensitivity_glue_table_and_figure_cover_every_case():
+    cases = sensitivity(run_of(Job()))
+    g = sensitivity_glue(cases)
+    for step in ("plan", "meta"):
+        for tail in ("milder", "page", "harsher"):
+            assert {f"{step}_{tail}_{q}" for q in ("eff", "eff_b", "gp", "gp_b")} <= set(g)
+    assert len(sensitivity_table(cases).rows) == 6
+    fig = sensitivity_figure(cases)
+    lo, hi = fig.layout.yaxis.range
+    assert 0 < lo < min(c.run.goodput_backup for c in cases) and hi > 1
+    assert any("90% effective training time" in a.text for a in fig.layout.annotations)
+    with pytest.raises(ValueError, match="at least one case"):
+        sensitivity_figure([])
