@@ -21,7 +21,7 @@ from .run import Job, OneRun, one_run
 
 #: The slider's cluster sizes by default: 256 to 16,384 GPUs (32 to 2,048 nodes of eight; the 405B model fits no plan on 128 under the cost model).
 SLIDER_SIZES = tuple(2**k for k in range(8, 15))
-SHARE_BARS = (("step efficiency", "eff_no_backup", "eff_backup"), ("kept fraction", "kept", "kept_backup"),
+SHARE_BARS = (("step efficiency", "eff_no_backup", "eff_backup"), ("kept share", "kept", "kept_backup"),
               ("goodput", "goodput_no_backup", "goodput_backup"))
 
 
@@ -45,7 +45,7 @@ def share_range(values, pad: float = 0.03) -> list[float]:
 
 def _marks(r: OneRun) -> list:
     """Llama 3's quoted values where they apply: its step (estimated from Table 4's TFLOP/s) at 8,192 and
-    16,384 GPUs, its effective training time (>90%) beside the kept fraction at 16,384. Empty traces elsewhere,
+    16,384 GPUs, its effective training time (>90%) beside the kept share at 16,384. Empty traces elsewhere,
     so every frame has as many traces."""
     llama = r.job.model == "llama3-405b"
     n = r.job.n_gpus
@@ -55,7 +55,7 @@ def _marks(r: OneRun) -> list:
     return [
         go.Scatter(x=["step"] * len(step), y=step, mode="markers", marker=diamond, xaxis="x", yaxis="y",
                    name="Llama 3 405B's step (from its quoted TFLOP/s)"),
-        go.Scatter(x=["kept fraction"] * len(kept), y=kept, mode="markers",
+        go.Scatter(x=["kept share"] * len(kept), y=kept, mode="markers",
                    marker=dict(diamond, symbol="line-ew", size=40, line=dict(color=PALETTE["secondary"], width=3)),
                    xaxis="x3", yaxis="y3", name="Llama 3: >90% effective training time (quoted)"),
     ]
@@ -85,7 +85,7 @@ def _title(r: OneRun) -> str:
 
 
 def slider_figure(runs: list[OneRun], active_gpus: int | None = None):
-    """One frame per run: step time, Young–Daly interval, and step efficiency, kept fraction and goodput
+    """One frame per run: step time, Young–Daly interval, and step efficiency, kept share and goodput
     with and without backup replicas; Llama 3's quoted values marked in the frames where they apply (the first
     two traces). ``active_gpus``: the frame shown first (default: the last)."""
     if not runs:
@@ -113,22 +113,23 @@ def sensitivity_figure(cases):
     measure: it does not charge stragglers)."""
     if not cases:
         raise ValueError("sensitivity_figure needs at least one case; got none")
-    x = [f"{c.step.replace('at ', '')} step,<br>{c.tail.name} tail" for c in cases]
+    x = [f"{c.step.replace('at ', '').replace(' throughput', '')} step<br>{c.tail.name} tail" for c in cases]
     plain = [c.run.goodput_no_backup for c in cases]
     backed = [c.run.goodput_backup for c in cases]
+    bar = dict(textposition="inside", textangle=-90, insidetextanchor="end")
     fig = go.Figure([
         go.Bar(x=x, y=plain, name="goodput, no backups", marker_color=PALETTE["primary"],
-               text=[f"{v:.1%}" for v in plain], textposition="outside"),
+               text=[f"{v:.1%}" for v in plain], **bar),
         go.Bar(x=x, y=backed, name="goodput, backup replicas", marker_color=PALETTE["good"],
-               text=[f"{v:.1%}" for v in backed], textposition="outside"),
+               text=[f"{v:.1%}" for v in backed], **bar),
+        go.Scatter(x=x, y=[LLAMA3_EFFECTIVE_TRAINING] * len(x), mode="lines",
+                   line=dict(color=PALETTE["secondary"], dash="dash", width=2),
+                   name="Llama 3: >90% effective<br>training time (quoted;<br>charges no stragglers)"),
     ])
     title = (f"Stage 2's sensitivity on {cases[0].run.job.n_gpus:,} GPUs: goodput by step and straggler tail "
              "(estimated)")
     layout(fig, title, height=460)
-    fig.add_hline(y=LLAMA3_EFFECTIVE_TRAINING, line_dash="dash", line_color=PALETTE["secondary"],
-                  annotation_text="Llama 3: >90% effective training time (quoted; charges no stragglers)",
-                  annotation_position="bottom left")
     lo = share_range(plain + backed + [LLAMA3_EFFECTIVE_TRAINING], pad=0.05)[0]
-    fig.update_layout(barmode="group", yaxis=dict(title="goodput", tickformat=".0%", range=[lo, 1.02]),
-                      uniformtext=dict(minsize=9, mode="show"))
+    fig.update_layout(barmode="group", yaxis=dict(title="goodput", tickformat=".0%", range=[lo, 1.0]),
+                      xaxis=dict(tickangle=0), uniformtext=dict(minsize=9, mode="show"))
     return fig

@@ -80,25 +80,25 @@ def sensitivity_glue(cases) -> dict[str, str]:
 
 
 def llama3_table(r: OneRun) -> HTMLTable:
-    """The estimate beside Llama 3 405B, each row labelled estimated or quoted with its source."""
+    """The estimate beside Llama 3 405B, each value labelled estimated or quoted, with Llama 3's source."""
     e, j = r.est, r.job
-    meta_plan = f"TP {LLAMA3_TP} x PP {LLAMA3_PP} x DP {llama3_dp(LLAMA3_GPUS)} (CP 1)"
+    meta_plan = f"TP {LLAMA3_TP} x PP {LLAMA3_PP} x DP {llama3_dp(LLAMA3_GPUS)}, CP 1 (quoted)"
     lo, hi = 380, max(LLAMA3_TFLOPS.values())
     rows = (
-        ("GPUs", f"{j.n_gpus:,}", "input", f"{LLAMA3_GPUS:,} H100", f"quoted, {SOURCES['gpus']}"),
-        ("plan", plan_text(r), f"estimated (search, {j.rules} rules)", meta_plan, f"quoted, {SOURCES['plan']}"),
-        ("TFLOP/s per GPU", f"{model_tflops_per_gpu(r):.0f}", "estimated", f"{LLAMA3_TFLOPS_16K:.0f}",
-         f"quoted, {SOURCES['tflops']} ({lo}-{hi:.0f} over its rows)"),
-        ("step time", f"{e.step_s:.1f} s", "estimated", f"{llama3_step_s():.1f} s",
-         "estimated from Table 4's TFLOP/s and 16M tokens"),
-        ("kept share / effective training time", f"{r.fail_no_backup['kept']:.1%}", "estimated",
-         f"> {LLAMA3_EFFECTIVE_TRAINING:.0%}", f"quoted, {SOURCES['effective']}"),
-        ("goodput (no backups / backups)", f"{r.goodput_no_backup:.1%} / {r.goodput_backup:.1%}", "estimated",
+        ("GPUs", f"{j.n_gpus:,} (input)", f"{LLAMA3_GPUS:,} H100 (quoted)", SOURCES["gpus"]),
+        ("plan", f"{plan_text(r)} (estimated: the search, {j.rules} rules)", meta_plan, SOURCES["plan"]),
+        ("TFLOP/s per GPU", f"{model_tflops_per_gpu(r):.0f} (estimated)",
+         f"{LLAMA3_TFLOPS_16K:.0f} (quoted; {lo}-{hi:.0f} over its rows)", SOURCES["tflops"]),
+        ("step time", f"{e.step_s:.1f} s (estimated)",
+         f"{llama3_step_s():.1f} s (estimated from its quoted TFLOP/s and 16M tokens)", SOURCES["tflops"]),
+        ("kept share / effective training time", f"{r.fail_no_backup['kept']:.1%} (estimated)",
+         f"> {LLAMA3_EFFECTIVE_TRAINING:.0%} (quoted)", SOURCES["effective"]),
+        ("goodput, no backups / backups", f"{r.goodput_no_backup:.1%} / {r.goodput_backup:.1%} (estimated)",
          "not reported", ""),
     )
-    return HTMLTable(("", "this book", "label", "Llama 3 405B", "label, source"), rows,
+    return HTMLTable(("", "this book", "Llama 3 405B", "Llama 3's source"), rows,
                      f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster beside Llama 3 405B (arXiv:2407.21783)",
-                     nowrap=(1,), left=(0, 2, 4))
+                     left=(0, 1, 2, 3))
 
 
 def sensitivity_table(cases) -> HTMLTable:
@@ -106,6 +106,6 @@ def sensitivity_table(cases) -> HTMLTable:
     rows = tuple((c.step, f"{c.tail.name}: {c.tail.text()}", f"{c.run.est.step_s:.1f} s",
                   f"{c.run.eff_no_backup:.1%}", f"{c.run.eff_backup:.1%}", f"{c.run.goodput_no_backup:.1%}",
                   f"{c.run.goodput_backup:.1%}") for c in cases)
-    head = ("step", "straggler tail", "step", "step eff.", "with backups", "goodput", "with backups")
+    head = ("step", "straggler tail", "seconds", "step eff.", "step eff., backups", "goodput", "goodput, backups")
     return HTMLTable(head, rows, "every value estimated (the failure stage is the same in every row)",
                      nowrap=(2, 3, 4, 5, 6), left=(0, 1))

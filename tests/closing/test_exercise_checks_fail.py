@@ -42,9 +42,11 @@ def _wrong_answers() -> dict[str, list]:
 
 
 def _run_tail(tail: str, name: str, value):
-    r = ex.run_of(Job())
-    ns = {"check": exercises.check, "AT_DEFAULTS": True, "run": r, name: value,
-          "small": ex.run_of(replace(Job(), model=ex.OTHER_MODEL))}
+    r, small = ex.run_of(Job()), ex.run_of(replace(Job(), model=ex.OTHER_MODEL))
+    ns = {"check": exercises.check, "AT_DEFAULTS": True, "run": r, "small": small,
+          # what solution 10.1 computes before its check (its predictions are asserted with it)
+          "eff": small.eff_no_backup, "eff_405b": r.eff_no_backup,
+          "kept": small.fail_no_backup["kept"], "kept_405b": r.fail_no_backup["kept"], name: value}
     exec(compile(textwrap.dedent(tail), CHAPTER, "exec"), ns)
     return ns["verdict"]
 
