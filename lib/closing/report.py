@@ -52,7 +52,7 @@ def glue_texts(r: OneRun) -> dict[str, str]:
         "step_ratio": f"{e.step_s / llama3_step_s():.1f}",
         "eff_no_backup": f"{r.eff_no_backup:.1%}", "eff_backup": f"{r.eff_backup:.1%}",
         "backup_replicas": f"{backup_replicas(j, e):,} replicas", "backup_gpus": f"{r.backup_gpus:,} GPUs",
-        "replica_gpus": f"{e.replica_gpus:,} GPUs",
+        "replica_gpus": f"{e.replica_gpus:,} GPUs", "dp_replicas": f"{e.dp:,} data-parallel replicas",
         "state_tb": f"{e.model_state_bytes / 1e12:.2f} TB", "storage": f"{j.storage_bw_gb_per_s / 1e3:g} TB/s",
         "checkpoint_s": f"{r.fail_no_backup['checkpoint_min'] * 60:.1f} s",
         "mtbf_min": f"{r.fail_no_backup['mtbf_min']:,.0f} min",
