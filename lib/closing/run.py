@@ -1,7 +1,7 @@
 """One training job followed through the book's three models: Galvatron's search picks a plan and estimates its
 step (Part II), the straggler model turns the step into a step efficiency with and without backups (Part III),
 and the failure model with a checkpoint cost from the plan's model states gives the Young-Daly interval and the
-kept fraction. Goodput = kept fraction x step efficiency. Every number is an estimate from the profiles named
+kept share. Goodput = kept share x step efficiency. Every number is an estimate from the profiles named
 in ``Job``; nothing here is measured. Pure functions; numpy only.
 
 Backups apply to data-parallel replicas only: a tensor- or pipeline-parallel shard holds a part of the model
@@ -216,7 +216,7 @@ def checkpoint_min(job: Job, est: PlanEstimate) -> float:
 
 
 def failure_stage(job: Job, est: PlanEstimate, backups: bool) -> dict:
-    """Cluster MTBF (backup GPUs fail too), checkpoint cost, Young-Daly interval and the kept fraction at it."""
+    """Cluster MTBF (backup GPUs fail too), checkpoint cost, Young-Daly interval and the kept share at it."""
     fm = sm.FailureModel(per_gpu_mtbf_h=job.per_gpu_mtbf_h, checkpoint_min=checkpoint_min(job, est),
                          restart_min=job.restart_min)
     extra = backup_replicas(job, est) * est.replica_gpus if backups else 0

@@ -67,3 +67,13 @@ def test_sensitivity_glue_table_and_figure_cover_every_case():
     assert list(fig.data[2].y) == [0.90] * 6 and "quoted" in fig.data[2].name
     with pytest.raises(ValueError, match="at least one case"):
         sensitivity_figure([])
+
+
+def test_sweep_reuses_a_run_it_is_given(monkeypatch):
+    import lib.closing.figures as cf
+
+    done = run_of(Job())
+    searched = []
+    monkeypatch.setattr(cf, "one_run", lambda job: searched.append(job.n_gpus) or run_of(job))
+    runs = cf.sweep(Job(), (1024, 16_384), done=(done,))
+    assert runs[1] is done and searched == [1024]
