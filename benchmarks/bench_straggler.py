@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 
 from lib.straggler import model as straggler  # noqa: E402
 from lib.straggler.figures import chapter_figures  # noqa: E402
+from lib.straggler.panels import chapter_panels  # noqa: E402
 from lib.straggler.simulate import FailureGaps, five_ways, sampled_step_efficiency, simulate_run  # noqa: E402
 
 
@@ -51,6 +52,10 @@ def main(argv=None) -> int:
         clear_caches()
         chapter_figures()
 
+    def panels():
+        clear_caches()
+        chapter_panels()
+
     rows = [  # (what, seconds, budget or None)
         ("two weeks, 16,384 GPUs, every YD/6 = 3.2 min (one run)", best_of(two_weeks(yd / 6), 20), 0.5),
         ("two weeks, 16,384 GPUs, Young-Daly 19.3 min (one run)", best_of(two_weeks(yd), 20), 0.5),
@@ -60,7 +65,8 @@ def main(argv=None) -> int:
          best_of(lambda: (clear_caches(), straggler.step_efficiency(16_384, 328)), 5), None),
         ("200,000 drawn steps at 16,384 GPUs",
          best_of(lambda: sampled_step_efficiency(16_384, 0, 200_000, np.random.default_rng(0)), 3), None),
-        ("all slider frames of the chapter (4 figures)", best_of(frames, 2), 10.0),
+        ("all slider frames of the four single-slider figures", best_of(frames, 2), 10.0),
+        ("the chapter's three linked figures (every state)", best_of(panels, 2), 10.0),
     ]
     print(f"bench_straggler on {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, Python {platform.python_version()}, "

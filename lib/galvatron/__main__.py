@@ -153,6 +153,10 @@ def _main(argv) -> int:
         return _plan_cmd(_parser().parse_args(argv))
     if argv[:1] == ["memory"]:
         return _memory_cmd(_parser().parse_args(argv))
+    if argv[:1] == ["validate"]:  # the cost model against published runs (validate.py)
+        from .validate import main as validate_main
+
+        return validate_main(argv[1:])
     try:
         args = _parser().parse_args(argv)
         check_args(args)

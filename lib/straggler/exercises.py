@@ -5,18 +5,22 @@ Used in: the exercises at the end of book/stragglers/01_the_one_slow_gpu.
 
 from __future__ import annotations
 
-from lib.straggler.model import (FailureModel, backup_count, checkpoint_shares, step_efficiency,
-                                 young_daly_min)
+from dataclasses import dataclass
+
+from lib.straggler.model import (FailureModel, StepModel, backup_count, checkpoint_shares, optimal_interval_min,
+                                 step_efficiency, step_efficiency_drop_slowest, young_daly_min)
 from lib.straggler.report import daly_higher_order_min
 
-#: Exercise 8.2/8.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
+#: Exercise 9.2/9.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
 MTBF_MIN, CHECKPOINT_MIN = 180.0, 5.0
-#: Exercise 8.5's checkpoint that grows with the cluster: 1 minute at 16,384 GPUs, proportional to the GPUs.
+#: Exercise 9.5's and 9.6's larger cluster; 9.6's checkpoint is 1 minute at 16,384 GPUs and grows with them.
 BASE_GPUS, BIG_GPUS = 16_384, 65_536
+#: Exercise 9.5 searches backups from 0 to this many GPUs (the optimum lies far below it).
+MAX_BACKUPS = 200
 
 
 def growing_checkpoint_min(n_gpus: int, base_min: float = 1.0, base_gpus: int = BASE_GPUS) -> float:
-    """Exercise 8.5's cost term: a checkpoint that takes ``base_min`` at ``base_gpus`` and grows with the GPUs."""
+    """Exercise 9.6's cost term: a checkpoint that takes ``base_min`` at ``base_gpus`` and grows with the GPUs."""
     return base_min * n_gpus / base_gpus
 
 
@@ -27,6 +31,36 @@ def kept_at_young_daly(n_gpus: int, checkpoint_min: float, failure: FailureModel
     return float(checkpoint_shares(tau, m, checkpoint_min, failure.restart_min)["kept"])
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Exercise 9.5's answer: backups, interval (min), and the expected kept share, step efficiency, goodput."""
+
+    n_backup: int
+    interval_min: float
+    kept: float
+    step_efficiency: float
+
+    @property
+    def goodput(self) -> float:
+        return self.kept * self.step_efficiency
+
+
+def goodput_at(n_gpus: int, n_backup: int, step: StepModel = StepModel(),
+               failure: FailureModel = FailureModel()) -> Choice:
+    """Expected goodput of ``n_gpus`` + ``n_backup`` GPUs at the exact best interval of that cluster (backups fail
+    too, so their MTBF is shorter)."""
+    m = failure.cluster_mtbf_min(n_gpus, n_backup)
+    tau = optimal_interval_min(m, failure.checkpoint_min)
+    kept = float(checkpoint_shares(tau, m, failure.checkpoint_min, failure.restart_min)["kept"])
+    return Choice(n_backup, tau, kept, step_efficiency(n_gpus, n_backup, step))
+
+
+def best_choice(n_gpus: int = BIG_GPUS, max_backups: int = MAX_BACKUPS, step: StepModel = StepModel(),
+                failure: FailureModel = FailureModel()) -> Choice:
+    """Exercise 9.5: the backups (0 .. ``max_backups``) and interval with the highest expected goodput."""
+    return max((goodput_at(n_gpus, b, step, failure) for b in range(max_backups + 1)), key=lambda c: c.goodput)
+
+
 ANSWERS: dict[str, dict] = {
     "ch9.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
                   what="the cluster MTBF of 16,384 GPUs from Meta's per-GPU figure", unit="min",
@@ -35,9 +69,11 @@ ANSWERS: dict[str, dict] = {
                   what="the Young-Daly interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
     "ch9.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
                   what="Daly's higher-order interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
-    "ch9.4": dict(answer=lambda: step_efficiency(16_384, backup_count(16_384, 0.02)),
-                  what="the step efficiency of 16,384 GPUs with 2% backups", rel_tol=1e-3),
-    "ch9.5": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
+    "ch9.4": dict(answer=lambda: step_efficiency_drop_slowest(16_384, backup_count(16_384, 0.02)),
+                  what="the step efficiency of 16,384 + 328 GPUs that drop the 328 slowest", rel_tol=2e-3),
+    "ch9.5": dict(answer=lambda: best_choice().goodput,
+                  what="the best expected goodput of 65,536 GPUs over backups and intervals", rel_tol=2e-3),
+    "ch9.6": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
                   what="the kept share at 65,536 GPUs, Young-Daly, a checkpoint growing with the cluster",
                   rel_tol=1e-3),
 }

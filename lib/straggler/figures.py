@@ -105,14 +105,21 @@ def efficiency_curves(sizes=CLUSTER_SIZES, shares=BACKUP_SHARES, model: StepMode
             "backups": {s: [step_efficiency(n, backup_count(n, s), model) for n in sizes] for s in shares}}
 
 
+def page_marks(share: float) -> list[tuple[tuple[int, int], float]]:
+    """The page's quoted step efficiencies that apply to a figure at backup ``share``: the plain ones always, the
+    backup ones (the page's 2%: 1 backup on 8 GPUs, 328 on 16,384) only at that share."""
+    return [((n, b), v) for (n, b), v in PAGE_EFFICIENCY.items() if b == 0 or b == backup_count(n, share)
+            and math.isclose(share, 0.02)]
+
+
 def efficiency_figure(n_gpus: int = 16_384, shares=BACKUP_SHARES, active_share: float = 0.02,
                       sizes=CLUSTER_SIZES, model: StepModel = StepModel()):
     """Step efficiency against the number of GPUs, plain and with backups (slider: the backup share)."""
     c = efficiency_curves(sizes, shares, model)
     mine = step_efficiency(n_gpus, 0, model)
-    page = list(PAGE_EFFICIENCY.items())
     frames = []
     for s in shares:
+        page = page_marks(s)  # the page's backup figures are for 2% backups: only in that frame
         b = backup_count(n_gpus, s)
         mine_b = step_efficiency(n_gpus, b, model)
         data = [

@@ -304,3 +304,34 @@ def optimal_interval_min(mtbf_min: float, checkpoint_min: float = 1.0) -> float:
             break
         t -= (math.log1p(-t) + t + d) / (-t / (1 - t))
     return mtbf_min * t
+
+
+# ----------------------------------------------------------------------------------------------- another rule
+def expected_step_drop_slowest_s(n_gpus: int, n_backup: int = 0, model: StepModel = StepModel()) -> float:
+    """E[step] (s) if the step closes as soon as ``n_gpus`` of the ``n_gpus + n_backup`` GPUs have reported,
+    dropping the ``n_backup`` slowest whoever they are (the rule of Chen et al.), not the rule the chapter models.
+
+    With S ~ Poisson((N + b) p) slow GPUs: if S <= b the step waits for the (b - S + 1)-th slowest of the
+    N + b - S healthy GPUs, E = T_c (1 + J (H_{N+b-S} - H_{b-S})); if S > b it waits for the (S - b)-th
+    fastest slow GPU, E = F T_c (1 + J (H_S - H_b)) (a healthy GPU is never that late: it would need J z > F - 1,
+    probability about N e^(-(F-1)/J)). Used in: the exercises of book/stragglers/01_the_one_slow_gpu."""
+    _check_gpus(n_gpus, n_backup)
+    m, b = model, int(n_backup)
+    if b == 0:
+        return expected_step_s(n_gpus, 0, model)
+    s, pmf = _slow_count_pmf((n_gpus + b) * m.p_slow, b)
+    total = 0.0
+    for p, k in zip(pmf, s):
+        k = int(k)
+        if k <= b:
+            z = harmonic(n_gpus + b - k) - (harmonic(b - k) if b - k > 0 else 0.0)
+            total += p * m.compute_s * (1 + m.jitter * z)
+        else:
+            total += p * m.slow_factor * m.compute_s * (1 + m.jitter * (harmonic(k) - harmonic(b)))
+    return m.sync_s + total
+
+
+def step_efficiency_drop_slowest(n_gpus: int, n_backup: int = 0, model: StepModel = StepModel()) -> float:
+    """Ideal step / E[step] x N / (N + b) under the drop-the-b-slowest rule (backups charged as cost)."""
+    return (model.ideal_step_s / expected_step_drop_slowest_s(n_gpus, n_backup, model)
+            * n_gpus / (n_gpus + n_backup))

@@ -191,3 +191,45 @@ def five_ways_html(comparison) -> HTMLTable:
                "(…) = exact expected value")
     head = ("way", "interval", "failures", "checkpoint", "lost", "kept", "step eff.", "goodput")
     return HTMLTable(head, tuple(rows), caption, nowrap=(1, 2, 3, 4, 6))  # kept, goodput wrap at "("
+
+
+def estimates_glue(step: StepModel = StepModel(), failure: FailureModel = FailureModel(),
+                   n_gpus: int = 16_384) -> dict:
+    """The three estimates on paper (``lib.straggler.estimates``) at ``n_gpus``, as the prose quotes them."""
+    from lib.straggler import estimates as est
+
+    b = backup_count(n_gpus, PAGE_SHARE)
+    m = failure.cluster_mtbf_min(n_gpus)
+    tau = young_daly_min(m, failure.checkpoint_min)
+    return {
+        "q_np": f"{est.slow_per_step(n_gpus, step):.2f}",
+        "q_none": f"{math.exp(-est.slow_per_step(n_gpus, step)):.2f}",
+        "q_wait": f"{est.wait_share(n_gpus, step):.0%}",
+        "q_step_s": f"{est.mean_step_s(n_gpus, step):.2f} s",
+        "q_eff": f"{step.ideal_step_s / est.mean_step_s(n_gpus, step):.0%}",
+        "q_hn": f"{est.healthy_late(n_gpus, step) / step.jitter:.1f}",
+        "q_late": f"{est.healthy_late(n_gpus, step):.0%}",
+        "q_b": f"{b:,}", "q_charge": f"{n_gpus / (n_gpus + b):.3f}",
+        "q_ceiling": f"{est.backup_ceiling(n_gpus, b, step):.0%}",
+        "q_m_min": f"{m:.0f} min", "q_delta_min": plural(failure.checkpoint_min, "minute"),
+        "q_tau_min": f"{tau:.1f} min", "q_loss_write": f"{math.sqrt(2 * failure.checkpoint_min / m):.1%}",
+        "q_loss_restart": f"{failure.restart_min / m:.1%}",
+        "q_kept": f"{est.kept_at_young_daly(m, failure):.0%}",
+    }
+
+
+def is_share(key: str) -> bool:
+    """Whether a claim of the page (a key of PAGE_CLAIMS) is a share (else a time in s, h or min)."""
+    return not any(key.endswith(end) for end in _UNITS)
+
+
+def page_values() -> dict:
+    """The page's printed figures as numbers: shares as fractions, times in their unit (the last number of the
+    text, so "about 19 min (19.3)" is 19.3)."""
+    import re
+
+    out = {}
+    for key, text in PAGE_CLAIMS.items():
+        value = float(re.findall(r"\d+(?:\.\d+)?", text)[-1])
+        out[key] = value / 100 if is_share(key) else value
+    return out

@@ -23,6 +23,13 @@ import math
 
 import numpy as np
 
+from . import activations as act
+from . import collectives as col
+from . import schedules as sch
+from . import zero as zr
+from .efficiency import efficiency
+from .layout import check_layout, stage_layers
+from .precision import bytes_per_value
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
 from .rules import CostRules, get_rules
 from .strategies import Strategy
@@ -195,3 +202,178 @@ def cost_tables(model: ModelProfile, strategies: list, global_bsz: float, cluste
     for i in range(1, L):
         trans_s[i] = per_type[id(layers[i - 1])][2]
     return time_s, mem_mb, trans_s
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A whole step of a uniform Transformer under the mechanisms of practice (rules.MECHANISMS).
+#
+# The layer-wise functions above are the paper's model, for its search (engine.py). What follows prices one
+# training step of a job whose layers are all alike (``layout.Job``) under one layout (``layout.ParallelConfig``),
+# composing one module per family of mechanisms: precision.py (bytes), activations.py (memory, attention),
+# schedules.py (pipeline), zero.py (data-parallel states and collectives), collectives.py (the network),
+# efficiency.py (compute speed) and layout.py (stages). Each switch of ``rules`` that is off leaves its term
+# as the previous model had it. Units: bytes, FLOPs, seconds.
+# ------------------------------------------------------------------------------------------------------------
+
+#: Memory no model term accounts for: the CUDA context (about 0.5 GB) and NCCL's buffers (an assumption,
+#: not a measured figure; the allocator's fragmentation is not counted).
+RESERVE_BYTES = 2**30
+
+
+def network_of(job, rules: CostRules | None = None):
+    """The job's ``collectives.Network``: achievable NVLink and port bandwidth of its GPU type."""
+    rules = get_rules(rules)
+    g = job.gpu
+    return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
+                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency, nvlink_latency=g.nvlink_latency_s,
+                       port_latency=g.port_latency_s, oversubscription=rules.oversubscription,
+                       pod_nodes=rules.pod_nodes)
+
+
+def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
+    """(schedule, vp, zero, sequence_parallel, recompute) that ``rules`` can price for ``cfg``: without
+    pipeline schedules everything is GPipe (one chunk); without ZeRO stages 1 and 2 are plain data parallel;
+    without sequence parallelism SP is off; without selective recompute it is full recompute (all or
+    nothing). Context parallelism without its switch is an error."""
+    rules = get_rules(rules)
+    if cfg.cp > 1 and not rules.context_parallel:
+        raise ValueError(f"cp={cfg.cp} needs rules with context_parallel on ({rules.name} has it off)")
+    if rules.pipeline_schedules:
+        schedule, vp = ("interleaved" if cfg.vp > 1 else "1f1b"), cfg.vp
+    else:
+        schedule, vp = "gpipe", 1
+    zero = cfg.zero if rules.zero_stages or cfg.zero in (0, 3) else 0
+    sp = cfg.sequence_parallel and rules.sequence_parallel and cfg.tp > 1
+    recompute = cfg.recompute
+    if recompute == "selective" and not rules.selective_recompute:
+        recompute = "full"
+    return schedule, vp, zero, sp, recompute
+
+
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
+    """Seconds the data-parallel / ZeRO collectives of one stage add to a step: with ``overlap`` (ZeRO stages'
+    switch) the once-a-step ones hide under one micro-batch's forward or backward and the per-micro-batch
+    ones under each; without, the previous rule: the whole backward overlaps them at kappa = 1.3."""
+    if d == 1:
+        return 0.0
+    t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
+    for kind, nbytes, phase in colls["per_step"]:
+        t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+    for kind, nbytes, phase in colls["per_micro_batch"]:
+        t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+    if overlap:
+        windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
+        return (sum(max(0.0, t_step[p] - w) for p, w in windows)
+                + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
+    total_bwd = m * mb_bwd
+    c = t_step["bwd"] + m * t_mb["bwd"]
+    return float(overlap_ms(c, total_bwd, 1.3)) - total_bwd + t_step["fwd"] + m * t_mb["fwd"]
+
+
+def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
+    """Time and memory of one training step of ``job`` under layout ``cfg``: a dict with ``step_s``,
+    ``tokens_per_s_per_gpu``, ``tflops_per_gpu`` (6 N + attention, model FLOPs), ``peak_bytes`` (the
+    fullest stage), ``fits`` and every term (``pipeline_s``, ``p2p_s``, ``dp_s``, per-layer ``fwd_s`` ...)."""
+    rules = get_rules(rules)
+    sh, gpu = job.shape, job.gpu
+    m = check_layout(job, cfg)
+    schedule, vp, zero, sp, recompute = effective_layout(cfg, rules)
+    by = bytes_per_value(rules.mixed_precision, rules.grad_reduce_bytes, act_bytes=2)
+    net = network_of(job, rules)
+    hier = rules.hierarchical_network
+    tp, pp, dp, cp, mb = cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.micro_batch
+    h, s, L = sh.hidden, sh.seq_len, sh.n_layers
+    layers = stage_layers(L, pp, uneven=rules.any_degrees)
+    if vp > 1 and any(n % vp for n in layers):
+        raise ValueError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
+
+    # compute: one layer, one micro-batch
+    rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency)
+    tokens = mb * s / cp
+    attn_tok = act.attention_flops_per_token(s, h, causal_skip=rules.fused_attention)
+    fwd = tokens * (2.0 * sh._matmul_params() + attn_tok) / tp / rate
+    attn_fwd = tokens * attn_tok / tp / rate
+    bwd = 2.0 * fwd
+    recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
+    # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
+    # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
+    # ones overlap the weight-gradient matmuls (half the backward: one forward's time), as Megatron-LM's
+    # sequence-parallel linear layers do (Korthikanti et al. 2022)
+    tp_one = col.group_s("all-reduce", tokens * h * by.activation, tp, 1, net, hier)
+    tp_fwd = (2 + (2 if recompute == "full" else 0)) * tp_one
+    tp_bwd = max(0.0, 2 * tp_one - fwd) if sp else 2 * tp_one
+    tp_s = tp_fwd + tp_bwd
+    # context parallelism: ring attention's K/V passes, hidden under the attention compute where they can be;
+    # a ring whose cp ranks (tp apart) span nodes goes at the port's speed
+    cp_s = 0.0
+    if cp > 1:
+        ring = act.ring_attention_bytes(s, mb, sh.kv_hidden, cp, by.activation)
+        hop = col.group_s("send", ring["fwd"] / ring["steps"], cp, tp, net, hier)
+        cp_s = max(0.0, ring["steps"] * hop - attn_fwd) + max(0.0, 2 * ring["steps"] * hop - 2 * attn_fwd)
+    layer_s = fwd + bwd + recomp + tp_s + cp_s
+    head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate        # output head forward + backward
+    stage_s = [n * layer_s + (head_s if i == pp - 1 else 0.0) for i, n in enumerate(layers)]
+
+    # pipeline
+    m_eff = m
+    pipe_s = sch.step_s(schedule, stage_s, m_eff, vp)
+    boundary = tokens * h * by.activation
+    stride = job.n_gpus // pp
+    if rules.pipeline_schedules:
+        # each TP rank sends its 1/tp slice and the receivers all-gather it over NVLink (Narayanan et al.
+        # 2021, section 4.1; with SP the tensor is already split)
+        send_s = col.group_s("send", boundary / tp, 2, stride, net, hier) if pp > 1 else 0.0
+        if pp > 1 and not sp:
+            send_s += col.group_s("all-gather", boundary, tp, 1, net, hier)
+        p2p_s = sch.exposed_p2p_s(schedule, pp, m_eff, send_s, vp)
+    else:
+        send_s = col.group_s("send", boundary, 2, stride, net, hier) if pp > 1 else 0.0
+        p2p_s = 0.0 if pp == 1 else pp * 2 * max(layers) * m_eff * send_s      # per layer, x pp, exposed
+
+    # data parallelism and ZeRO over the dp x cp ranks that hold the same weights
+    d = dp * cp
+    layer_params = sh.layer_params() / tp
+    emb_params = sh.vocab * h / tp                                  # vocabulary-parallel embedding / head
+    stage_params = [n * layer_params + (emb_params if i == 0 else 0.0) + (emb_params if i == pp - 1 else 0.0)
+                    for i, n in enumerate(layers)]
+    dp_s = {}
+    for i, P in enumerate(stage_params):
+        key = (layers[i], i == 0, i == pp - 1)
+        if key not in dp_s:
+            dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier, rules.zero_stages)
+    dp_exposed = max(dp_s.values())
+    step = pipe_s + p2p_s + dp_exposed
+
+    # memory of every stage
+    a_layer = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
+                                         recompute=recompute, fused_attention=rules.fused_attention, cp=cp,
+                                         act_bytes=by.activation, kv_hidden=sh.kv_hidden,
+                                         dropout=job.dropout)
+    a_work = 0.0
+    if recompute != "none":         # backward re-creates one layer's activations at a time
+        a_work = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
+                                            recompute="none", fused_attention=rules.fused_attention, cp=cp,
+                                            act_bytes=by.activation, kv_hidden=sh.kv_hidden,
+                                            dropout=job.dropout)
+    per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
+    logits = tokens * sh.vocab / tp * 4.0                            # fp32 logits of one micro-batch
+    peaks = []
+    for i, P in enumerate(stage_params):
+        if rules.pipeline_schedules or rules.micro_batch_search:
+            flight = sch.in_flight(schedule, pp, m_eff, i, vp) if pp > 1 or rules.pipeline_schedules else 1.0
+        else:
+            flight = float(m_eff)                                    # GPipe keeps the whole local batch
+        gathered = 2 * layer_params * by.param if zero == 3 else 0.0
+        peaks.append(P * per_param + flight * layers[i] * a_layer + a_work + gathered
+                     + (logits if i == pp - 1 else 0.0) + RESERVE_BYTES)
+    peak = max(peaks)
+    tok = job.global_batch * s / step / job.n_gpus
+    model_flops_tok = 6.0 * sh.n_params() + 3.0 * L * act.attention_flops_per_token(s, h)
+    return {"step_s": step, "tokens_per_s_per_gpu": tok, "tflops_per_gpu": tok * model_flops_tok / 1e12,
+            "peak_bytes": peak, "peak_gb": peak / 1e9, "fits": bool(peak <= gpu.usable_mem_bytes),
+            "stage_peak_bytes": peaks, "micro_batches": m, "schedule": schedule, "vp": vp, "zero": zero,
+            "sequence_parallel": sp, "recompute": recompute, "stage_layers": layers,
+            "pipeline_s": pipe_s, "p2p_s": p2p_s, "dp_s": dp_exposed, "fwd_s": fwd, "bwd_s": bwd,
+            "recompute_s": recomp, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s, "stage_s": stage_s,
+            "efficiency": rate / gpu.flops(job.dtype), "activation_bytes_per_layer": a_layer}

@@ -206,6 +206,19 @@ def _uniform_plan(model, cluster, strats, B, pp, chunks, cache, stages, division
     return (total, [strats[si]] * sum(division), division, peak), need
 
 
+def _layerwise(rules: CostRules) -> CostRules:
+    """``rules`` if the layer-wise model can honour them: the mechanisms of practice (``rules.MECHANISMS``)
+    are priced only by ``cost.step_estimate`` and searched by ``practice_search``, so rules with any of them
+    on are refused here rather than silently priced as ``galvatron2``."""
+    from .rules import MECHANISM_FIELDS
+
+    on = [f for f in MECHANISM_FIELDS if getattr(rules, f)]
+    if on:
+        raise ValueError(f"rules {rules.name!r} switch on {', '.join(on)}: the layer-wise search prices none of "
+                         f"them; use lib.galvatron.search.practice_search (or rules galvatron2 / vldb2023)")
+    return rules
+
+
 def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space: str = "full",
            strategies: list | None = None, batch_sizes=None, pp_degrees=None, ckpt: bool = False,
            uniform: bool = False, chunks: int | None = None, max_bsz: int | None = None, progress: bool = False,
@@ -224,7 +237,7 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     budget gives ``feasible=False`` with the smallest budget that would fit.
     """
     t0 = time.perf_counter()
-    rules = get_rules(rules)
+    rules = _layerwise(get_rules(rules))
     n = cluster.n_gpus
     check_power_of_two(n)
     if not isinstance(model, ModelProfile) or not isinstance(cluster, ClusterProfile):
@@ -327,7 +340,7 @@ def evaluate_plan(plan: Plan, model: ModelProfile, cluster: ClusterProfile,
     """Re-estimate a plan with the cost model: iteration seconds, throughput, peak MB per device.
     ``rules`` as in ``search`` (default ``galvatron2``: the plan's own ``chunks`` for every layer; under
     ``vldb2023`` each layer's count comes from the rules, as in the search)."""
-    rules = get_rules(rules)
+    rules = _layerwise(get_rules(rules))
     if plan.n_layers != model.n_layers:
         raise ValueError(f"plan has {plan.n_layers} layers; model {model.name!r} has {model.n_layers}")
     if plan.world_size != cluster.n_gpus:

@@ -47,6 +47,19 @@ The departures, field by field (``galvatron2`` value -> ``vldb2023`` value):
     (``p2p_ms_per_mb``), optionally per pipeline degree through ``p2p_ms_per_mb_by_pp``. ``"none"``: never, as
     in the 8-GPU artifact.
 
+A third preset, ``PRACTICE`` (``"practice"``), adds the mechanisms of today's training systems, each a named
+switch (``MECHANISMS``, in the order an ablation turns them on), all off in ``galvatron2`` and ``vldb2023``
+so that both stay what they were: mixed precision (``mixed_precision``, ``grad_reduce_bytes``), fused
+attention (``fused_attention``), 1F1B and interleaved pipeline schedules (``pipeline_schedules``), ZeRO
+stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism and selective recompute
+(``sequence_parallel``, ``selective_recompute``), context parallelism (``context_parallel``), a
+hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
+uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``) and micro-batch
+size as a search dimension (``micro_batch_search``). They are read by ``cost.step_estimate`` (a whole
+step of a uniform Transformer) and ``practice_search.py``, never by the layer-wise model and search above,
+so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
+(``ALL_PRESETS``).
+
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
 
 Used in: book/galvatron/03_the_search.ipynb (and, through ``search(..., rules=...)``, every search).
@@ -90,6 +103,22 @@ class CostRules:
     sdp_mem_bias: float = 0.025
     p2p: str = "cluster"
     p2p_ms_per_mb_by_pp: tuple = ()    # ((pp, ms per MB), ...): overrides the cluster's coefficient
+    # The mechanisms of practice (see MECHANISMS; all off in galvatron2 and vldb2023). Only
+    # cost.step_estimate and practice_search read them: the layer-wise cost model above never does.
+    mixed_precision: bool = False
+    fused_attention: bool = False
+    pipeline_schedules: bool = False
+    zero_stages: bool = False
+    sequence_parallel: bool = False
+    selective_recompute: bool = False
+    context_parallel: bool = False
+    hierarchical_network: bool = False
+    any_degrees: bool = False
+    shape_efficiency: bool = False
+    micro_batch_search: bool = False
+    grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
+    oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
+    pod_nodes: int = 0                 # nodes per pod (0: no pod level)
 
     def __post_init__(self):
         def choice(field, allowed):
@@ -123,6 +152,13 @@ class CostRules:
         if not isinstance(self.sdp_gather_per_chunk, bool):
             raise ValueError(f"CostRules.sdp_gather_per_chunk must be True or False; "
                              f"got {self.sdp_gather_per_chunk!r}")
+        for f in MECHANISM_FIELDS:
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"CostRules.{f} must be True or False; got {getattr(self, f)!r}")
+        if self.grad_reduce_bytes not in (2, 4) or isinstance(self.grad_reduce_bytes, bool):
+            raise ValueError(f"CostRules.grad_reduce_bytes must be 2 or 4; got {self.grad_reduce_bytes!r}")
+        number("oversubscription", 1.0, 1e3)
+        number("pod_nodes", 0, 1 << 30, integer=True)
         pairs = self.p2p_ms_per_mb_by_pp
         if not isinstance(pairs, tuple) or not all(
                 isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
@@ -185,10 +221,44 @@ class CostRules:
         return max(1, math.ceil(budget_mb / self.mem_bins_max))
 
 
+#: The ten mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
+#: switches, what it changes). Switched off, each leaves its term as the previous model had it.
+MECHANISMS = (
+    ("mixed precision", ("mixed_precision",),
+     "16-bit weights, activations and messages; fp32 master weights and Adam states (precision.py)"),
+    ("fused attention", ("fused_attention",),
+     "no s x s scores kept for backward; a causal kernel skips the masked half (activations.py)"),
+    ("pipeline schedules", ("pipeline_schedules",),
+     "1F1B and interleaved 1F1B: their bubble, micro-batches in flight, sends once per micro-batch "
+     "(schedules.py); off: GPipe, every micro-batch held, a send per layer x pp"),
+    ("ZeRO stages", ("zero_stages",),
+     "ZeRO-1/2/3 memory and reduce-scatter / all-gather, overlapped with compute (zero.py); off: plain DP "
+     "or ZeRO-3 (SDP) only"),
+    ("sequence parallelism and selective recompute", ("sequence_parallel", "selective_recompute"),
+     "activations of the TP-replicated parts split over TP; attention recomputed instead of kept "
+     "(activations.py); off: recompute is all or nothing"),
+    ("context parallelism", ("context_parallel",), "ring attention over cp ranks (activations.py)"),
+    ("hierarchical network", ("hierarchical_network",),
+     "NVLink inside a node, each GPU's port between nodes, hierarchical rings (collectives.py); off: one "
+     "flat ring at the slowest hop"),
+    ("any degrees and uneven stages", ("any_degrees",),
+     "degrees that are not powers of two; lighter first and last stages (layout.py)"),
+    ("shape-dependent efficiency", ("shape_efficiency",),
+     "compute efficiency from the matmul width, fitted per GPU type (efficiency.py); off: a flat 0.7"),
+    ("micro-batch search", ("micro_batch_search",),
+     "micro-batch size and gradient accumulation searched, only micro-batches in flight held; off: "
+     "Galvatron-2's 4 samples per micro-batch"),
+)
+MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
+
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
                      mem_bins_max=None, leftover_dp="once", decoder_pp_overlap=0.5, p2p="none")
 PRESETS = {"galvatron2": GALVATRON2, "vldb2023": VLDB2023}
+#: ``practice``: the galvatron2 choices plus every mechanism of MECHANISMS. It prices a whole step of a
+#: uniform Transformer (cost.step_estimate); the layer-wise search of engine.py keeps the two presets above.
+PRACTICE = GALVATRON2.with_(name="practice", **{f: True for f in MECHANISM_FIELDS})
+ALL_PRESETS = {**PRESETS, "practice": PRACTICE}
 
 #: (field, what it decides) for the table that sets the two presets side by side.
 FIELD_NOTES = (
@@ -211,9 +281,9 @@ def get_rules(rules) -> CostRules:
         return GALVATRON2
     if isinstance(rules, CostRules):
         return rules
-    if isinstance(rules, str) and rules in PRESETS:
-        return PRESETS[rules]
-    raise ValueError(f"rules must be a CostRules or one of {sorted(PRESETS)}; got {rules!r}")
+    if isinstance(rules, str) and rules in ALL_PRESETS:
+        return ALL_PRESETS[rules]
+    raise ValueError(f"rules must be a CostRules or one of {sorted(ALL_PRESETS)}; got {rules!r}")
 
 
 def differences(a: CostRules, b: CostRules) -> list[tuple]:

@@ -1,0 +1,60 @@
+"""Fit the two efficiency constants of each GPU type (lib/galvatron/search/efficiency.py) to the published
+runs without pipeline parallelism, and report the error on fitted and held-out runs apart.
+
+    python benchmarks/fit_efficiency.py            # print the fit and the errors
+    python benchmarks/fit_efficiency.py --write    # also store the constants in data/hardware/gpus/
+
+Why these runs: with pp = 1 a run's time is compute, tensor-parallel messages and the data-parallel tail, so
+its error says most about compute efficiency; every pipelined run (and both Llama 3 runs) is held out to judge
+the schedules, stages and network. Objective: mean squared log error of tokens/s/GPU under ``practice``
+(lib/galvatron/validate.py: fit_efficiency). tests/galvatron/test_validate.py checks the stored constants
+are this fit's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lib.atomic import write_text  # noqa: E402
+from lib.galvatron.search.efficiency import GPU_DIR, load_gpu  # noqa: E402
+from lib.galvatron.published import load_runs  # noqa: E402
+from lib.galvatron.validate import estimate_run, fit_efficiency, with_efficiency  # noqa: E402
+
+RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibration.json"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true", help="store the constants in data/hardware/gpus/")
+    a = ap.parse_args(argv)
+    runs = load_runs(str(RUNS)).runs
+    every = {"fitted": [], "held out": []}
+    for name in ("a100-sxm-80gb", "h100-sxm-80gb"):
+        p, k, rms, names = fit_efficiency(runs, name)
+        print(f"{name}: peak_fraction {p}, knee {k}, RMS log error {rms:.3f} on {names}")
+        g = with_efficiency(load_gpu(name), p, k)
+        for r in runs:
+            if r.cluster.gpu != name:
+                continue
+            e = estimate_run(r, "practice", g)
+            tag = "fitted" if r.name in names else "held out"
+            every[tag].append(abs(e["error"]))
+            print(f"  {tag:<9}{r.name:26s} error {e['error']:+.1%}  fits {e['fits']}  peak {e['peak_gb']:.1f} GB")
+        if a.write:
+            path = GPU_DIR / f"{name}.json"
+            d = json.loads(path.read_text())
+            d["efficiency"] = {"peak_fraction": p, "knee": k, "fitted_to": names}
+            write_text(str(path), json.dumps(d, indent=2) + "\n")
+    for tag, errs in every.items():
+        print(f"{tag}: {len(errs)} runs, median |error| {np.median(errs):.1%}, largest {max(errs):.1%}")
+
+
+if __name__ == "__main__":
+    main()

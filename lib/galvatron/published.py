@@ -1,0 +1,184 @@
+"""Published training runs as data: pydantic models of the schema of ``data/published_runs/`` (see its
+README and ``/shared/specs/published_runs.md``), and their conversion to a ``layout.Job`` and
+``layout.ParallelConfig``.
+
+A field the source does not state is ``null``; the planner fills it with its documented default
+(``DEFAULTS``) and ``filled(run)`` lists what it filled:
+
+=================== ==================================================================================
+``vp``              1: plain 1F1B (no interleaving)
+``micro_batch``     1 sequence (Megatron-LM's default ``--micro-batch-size``)
+``sequence_parallel`` on whenever tp > 1 (Megatron-LM's recommendation with TP since Korthikanti et al.)
+``zero``            0: plain data parallel
+``recompute``       ``none`` (Megatron-LM's default)
+``cp``              1
+``kv_heads``        ``heads`` (multi-head attention); ``ffn``: 4 x hidden; ``gated_mlp``: false
+``dropout``         true (Megatron-LM's GPT default, 0.1); an optional field beyond the spec's schema
+``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR)
+=================== ==================================================================================
+
+Used in: ``lib/galvatron/validate.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
+DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0, "recompute": "none", "cp": 1,
+            "kv_heads": "heads", "ffn": "4 x hidden", "gated_mlp": False, "dropout": True, "gpus_per_node": 8,
+            "fabric_gb_s_per_gpu": FABRIC_DEFAULT}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ModelShape(_Strict):
+    layers: int = Field(ge=1)
+    hidden: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: Optional[int] = Field(default=None, ge=1)
+    ffn: Optional[int] = Field(default=None, ge=1)
+    gated_mlp: Optional[bool] = None
+    dropout: Optional[bool] = None
+    vocab: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+
+
+class Cluster(_Strict):
+    gpu: Literal["a100-sxm-80gb", "h100-sxm-80gb"]
+    gpus: int = Field(ge=1)
+    gpus_per_node: Optional[int] = Field(default=None, ge=1)
+    fabric_gb_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+
+
+class Config(_Strict):
+    tp: int = Field(ge=1)
+    pp: int = Field(ge=1)
+    dp: int = Field(ge=1)
+    cp: Optional[int] = Field(default=None, ge=1)
+    vp: Optional[int] = Field(default=None, ge=1)
+    micro_batch: Optional[int] = Field(default=None, ge=1)
+    sequence_parallel: Optional[bool] = None
+    zero: Optional[Literal[0, 1, 2, 3]] = None
+    recompute: Optional[Literal["none", "selective", "full"]] = None
+
+
+class Measured(_Strict):
+    tokens_per_s_per_gpu: float = Field(gt=0)
+    basis: Optional[str] = None
+    tflops_per_gpu: Optional[float] = Field(default=None, gt=0)
+    tflops_convention: Optional[str] = None
+
+
+class Run(_Strict):
+    name: str = Field(min_length=1)
+    quote: str = Field(min_length=1)
+    assumed: list[str] = Field(default_factory=list)
+    model: ModelShape
+    cluster: Cluster
+    global_batch: int = Field(ge=1)
+    precision: Literal["bf16", "fp16"]
+    config: Config
+    measured: Measured
+
+
+class RunsFile(_Strict):
+    source: str = Field(min_length=1)
+    runs: list[Run] = Field(min_length=1)
+
+
+def _describe(e: ValidationError, runs_raw) -> tuple[str, str]:
+    err = e.errors()[0]
+    loc = list(err["loc"])
+    run = ""
+    if len(loc) >= 2 and loc[0] == "runs" and isinstance(loc[1], int):
+        i = loc[1]
+        raw = runs_raw[i] if isinstance(runs_raw, list) and i < len(runs_raw) else None
+        name = raw.get("name") if isinstance(raw, dict) else None
+        run = f"run {name!r}" if name else f"run #{i}"
+        loc = loc[2:]
+    field = ".".join(str(x) for x in loc) or "(top level)"
+    return run, f"field {field}: {err['msg']}"
+
+
+def load_runs(path: str) -> RunsFile:
+    """A runs file, checked; ValueError ``FILE: run NAME: field F: what is wrong`` on a bad one."""
+    with open(path) as f:
+        try:
+            raw = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    try:
+        rf = RunsFile.model_validate(raw)
+    except ValidationError as e:
+        run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
+        raise ValueError(f"{path}: {run + ': ' if run else ''}{what}") from None
+    names = [r.name for r in rf.runs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{path}: run {dup[0]!r}: field name: appears more than once")
+    for r in rf.runs:
+        c = r.config
+        n = c.tp * c.pp * c.dp * (c.cp or 1)
+        if n != r.cluster.gpus:
+            raise ValueError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {n} but "
+                             f"cluster.gpus = {r.cluster.gpus}")
+    return rf
+
+
+def filled(run: Run) -> list[str]:
+    """The fields of ``run`` that are null and get the planner's default, as ``field=value`` strings."""
+    out = []
+    job_cfg = to_config(run)
+    for f in ("cp", "vp", "micro_batch", "sequence_parallel", "zero", "recompute"):
+        if getattr(run.config, f) is None:
+            out.append(f"{f}={getattr(job_cfg, f)}")
+    job = to_job(run, gpu=False)
+    values = {"kv_heads": job.shape.n_kv_heads, "ffn": job.shape.ffn, "gated_mlp": job.shape.gated_mlp,
+              "dropout": job.dropout, "gpus_per_node": job.gpus_per_node, "fabric_gb_s_per_gpu": job.port_gb_s}
+    for f in ("kv_heads", "ffn", "gated_mlp", "dropout"):
+        if getattr(run.model, f) is None:
+            out.append(f"{f}={values[f]}")
+    for f in ("gpus_per_node", "fabric_gb_s_per_gpu"):
+        if getattr(run.cluster, f) is None:
+            out.append(f"{f}={values[f]}")
+    return out
+
+
+def to_shape(run: Run):
+    from .search.analytic import TransformerShape
+
+    m = run.model
+    kv = m.kv_heads or m.heads
+    if m.hidden % m.heads or m.heads % kv:
+        raise ValueError(f"run {run.name!r}: field model: hidden must divide by heads and heads by kv_heads")
+    return TransformerShape(run.name, m.layers, m.hidden, m.heads, m.seq_len, ffn_hidden=m.ffn or 4 * m.hidden,
+                            vocab=m.vocab, gated_mlp=bool(m.gated_mlp), n_kv_heads=kv)
+
+
+def to_job(run: Run, gpu=None, global_batch: int | None = None):
+    """The run's ``layout.Job`` (``gpu``: a GpuSpec instead of the stored one of its GPU type)."""
+    from .search.efficiency import load_gpu
+    from .search.layout import Job
+
+    c = run.cluster
+    return Job(shape=to_shape(run), gpu=load_gpu(c.gpu) if gpu is None else gpu, n_gpus=c.gpus,
+               gpus_per_node=c.gpus_per_node or 8,
+               port_gb_s=c.fabric_gb_s_per_gpu or FABRIC_DEFAULT[c.gpu],
+               global_batch=global_batch or run.global_batch, dtype=run.precision,
+               dropout=run.model.dropout is not False)
+
+
+def to_config(run: Run):
+    from .search.layout import ParallelConfig
+
+    c = run.config
+    sp = c.sequence_parallel if c.sequence_parallel is not None else c.tp > 1
+    return ParallelConfig(tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp or 1, vp=c.vp or 1, micro_batch=c.micro_batch or 1,
+                          sequence_parallel=sp, zero=c.zero if c.zero is not None else 0,
+                          recompute=c.recompute or "none")

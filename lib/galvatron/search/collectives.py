@@ -1,0 +1,87 @@
+"""Collectives priced by the latency-bandwidth (alpha-beta) model, on a flat link or a two-level cluster.
+
+A ring over ``n`` ranks moves each byte ``(n - 1) / n`` times per phase: a reduce-scatter or an all-gather of
+``S`` bytes takes ``(n - 1) / n * S / bw + (n - 1) * alpha``, an all-reduce (reduce-scatter then all-gather)
+twice that (Patarasuk and Yuan 2009; Thakur et al. 2005). ``S`` is the whole buffer each rank holds.
+
+On a cluster of nodes (NVLink inside a node, each GPU's own port between nodes) a group of ``k`` members per
+node on ``n`` nodes is priced hierarchically, as NCCL does for large messages: a reduce-scatter inside each
+node over NVLink, the inter-node ring on the 1/k shard each GPU owns (every GPU drives its own port, so the k
+rings run side by side), and an all-gather inside the node. With ``hierarchical=False`` (the previous rule of
+``analytic.py``) a group that spans nodes is one flat ring as fast as its slowest hop, the port.
+
+``oversubscription`` > 1 divides the port bandwidth for groups that span more than ``pod_nodes`` nodes (a
+fabric whose upper tier has less bandwidth than the sum of its ports). Units: bytes, seconds.
+
+Used in: ``cost.py`` (``step_estimate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = ("all-reduce", "reduce-scatter", "all-gather", "send")
+
+
+@dataclass(frozen=True)
+class Network:
+    """Bandwidths (bytes/s, achievable) and latencies (s) of a cluster of identical nodes."""
+
+    gpus_per_node: int
+    nvlink_bw: float
+    port_bw: float
+    nvlink_latency: float = 3e-6
+    port_latency: float = 10e-6
+    oversubscription: float = 1.0
+    pod_nodes: int = 0               # 0: no pod level (the whole cluster is one non-blocking fabric)
+
+    def __post_init__(self):
+        for f in ("gpus_per_node",):
+            if int(getattr(self, f)) < 1:
+                raise ValueError(f"Network.{f} must be >= 1; got {getattr(self, f)!r}")
+        for f in ("nvlink_bw", "port_bw"):
+            if not getattr(self, f) > 0:
+                raise ValueError(f"Network.{f} must be > 0 bytes/s; got {getattr(self, f)!r}")
+        if not self.oversubscription >= 1.0:
+            raise ValueError(f"Network.oversubscription must be >= 1; got {self.oversubscription!r}")
+
+
+def ring_s(kind: str, nbytes: float, n: int, bw: float, alpha: float = 0.0) -> float:
+    """One ring collective over ``n`` ranks of a buffer of ``nbytes`` at ``bw`` bytes/s per rank."""
+    if kind not in KINDS:
+        raise ValueError(f"collective kind must be one of {KINDS}; got {kind!r}")
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    if kind == "send":
+        return nbytes / bw + alpha
+    phases = 2 if kind == "all-reduce" else 1
+    return phases * ((n - 1) / n * nbytes / bw + (n - 1) * alpha)
+
+
+def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
+    """(members per node, nodes) of a group of ``size`` ranks ``stride`` apart in rank order (Megatron's:
+    TP fastest, then CP, DP, PP)."""
+    if size <= 1:
+        return 1, 1
+    if stride >= gpus_per_node:
+        return 1, size
+    k = max(1, min(size, gpus_per_node // stride))
+    return k, -(-size // k)
+
+
+def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hierarchical: bool = True) -> float:
+    """Time of a collective of ``nbytes`` per rank over a group of ``size`` ranks ``stride`` apart."""
+    k, nodes = placement(size, stride, net.gpus_per_node)
+    if size <= 1:
+        return 0.0
+    port = net.port_bw / (net.oversubscription if net.pod_nodes and nodes > net.pod_nodes else 1.0)
+    if nodes == 1:
+        return ring_s(kind, nbytes, size, net.nvlink_bw, net.nvlink_latency)
+    if not hierarchical:
+        return ring_s(kind, nbytes, size, port, net.port_latency)
+    if kind == "send":
+        return ring_s("send", nbytes, 2, port, net.port_latency)
+    intra_kind = {"all-reduce": ("reduce-scatter", "all-gather"), "reduce-scatter": ("reduce-scatter",),
+                  "all-gather": ("all-gather",)}[kind]
+    intra = sum(ring_s(x, nbytes, k, net.nvlink_bw, net.nvlink_latency) for x in intra_kind)
+    return intra + ring_s(kind, nbytes / k, nodes, port, net.port_latency)

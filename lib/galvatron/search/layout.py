@@ -1,0 +1,138 @@
+"""A parallel layout of a uniform Transformer job: the degrees (TP x CP x DP x PP), the interleaving, the
+micro-batch, ZeRO stage, sequence parallelism and recompute; and the division of layers over stages.
+
+``ParallelConfig`` is what a published run states (``lib/galvatron/published.py``) and what the practice search picks
+(``practice_search.py``); ``Job`` is the model, the cluster and the user's global batch. The global batch
+``B`` (sequences) is split into ``B / (dp mb)`` micro-batches per pipeline per step (gradient accumulation).
+
+Layers over stages (``stage_layers``): ``uneven=False`` (the previous rule) gives the first ``L mod pp`` stages
+one layer more. ``uneven=True`` gives every stage ``ceil(L / pp)`` and takes the ``pp ceil(L/pp) - L`` layers
+too many from the last stage, then the first, then alternately inwards: the last stage also runs the output
+head and the first holds the most activations in flight, so they are the ones to lighten (Llama 3's 126
+layers on 16 stages: 7, 8 x 14, 7, as Meta describes in section 3.3.2 of its paper). Used in: ``cost.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .activations import RECOMPUTE
+from .zero import STAGES
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Degrees and per-run choices of one layout (``tp cp dp pp`` GPUs)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    vp: int = 1                        # model chunks per pipeline stage (1: plain 1F1B)
+    micro_batch: int = 1               # sequences per micro-batch
+    sequence_parallel: bool = False
+    zero: int = 0
+    recompute: str = "none"
+
+    def __post_init__(self):
+        for f in ("tp", "pp", "dp", "cp", "vp", "micro_batch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"ParallelConfig.{f} must be an integer >= 1; got {v!r}")
+        if self.zero not in STAGES:
+            raise ValueError(f"ParallelConfig.zero must be one of {STAGES}; got {self.zero!r}")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"ParallelConfig.recompute must be one of {RECOMPUTE}; got {self.recompute!r}")
+        if not isinstance(self.sequence_parallel, bool):
+            raise ValueError(f"ParallelConfig.sequence_parallel must be True or False; "
+                             f"got {self.sequence_parallel!r}")
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    def with_(self, **changes) -> "ParallelConfig":
+        return replace(self, **changes)
+
+    def label(self) -> str:
+        s = f"TP {self.tp}, PP {self.pp}, DP {self.dp}"
+        if self.cp > 1:
+            s += f", CP {self.cp}"
+        if self.vp > 1:
+            s += f", VP {self.vp}"
+        s += f", mb {self.micro_batch}"
+        if self.zero:
+            s += f", ZeRO-{self.zero}"
+        if self.sequence_parallel:
+            s += ", SP"
+        if self.recompute != "none":
+            s += f", {self.recompute} recompute"
+        return s
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job: the model shape (``analytic.TransformerShape``), the GPU (``efficiency.GpuSpec``), the
+    cluster (``n_gpus`` in nodes of ``gpus_per_node``, ``port_gb_s`` per GPU between nodes, peak) and the
+    user's global batch in sequences of ``shape.seq_len`` tokens."""
+
+    shape: object
+    gpu: object
+    n_gpus: int
+    gpus_per_node: int
+    port_gb_s: float
+    global_batch: int
+    dtype: str = "bf16"
+    dropout: bool = True               # dropout masks kept for backward (activations.py)
+
+    def __post_init__(self):
+        for f in ("n_gpus", "gpus_per_node", "global_batch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Job.{f} must be an integer >= 1; got {v!r}")
+        if not self.port_gb_s > 0:
+            raise ValueError(f"Job.port_gb_s must be > 0; got {self.port_gb_s!r}")
+        if self.dtype not in ("bf16", "fp16"):
+            raise ValueError(f"Job.dtype must be bf16 or fp16; got {self.dtype!r}")
+
+
+def check_layout(job: Job, cfg: ParallelConfig) -> int:
+    """Micro-batches per step, after checking that ``cfg`` fits ``job``; ValueError naming the field."""
+    sh = job.shape
+    if cfg.n_gpus != job.n_gpus:
+        raise ValueError(f"tp x cp x dp x pp = {cfg.n_gpus} but the job has {job.n_gpus} GPUs")
+    if sh.n_heads % cfg.tp:
+        raise ValueError(f"tp={cfg.tp} must divide the {sh.n_heads} attention heads")
+    if cfg.pp * cfg.vp > sh.n_layers:
+        raise ValueError(f"pp x vp = {cfg.pp * cfg.vp} exceeds the {sh.n_layers} layers")
+    if sh.seq_len % cfg.cp:
+        raise ValueError(f"cp={cfg.cp} must divide the sequence length {sh.seq_len}")
+    per = cfg.dp * cfg.micro_batch
+    if job.global_batch % per:
+        raise ValueError(f"global_batch={job.global_batch} is not a whole number of micro-batches of "
+                         f"dp x micro_batch = {per}")
+    return job.global_batch // per
+
+
+def stage_layers(n_layers: int, pp: int, uneven: bool = True) -> list[int]:
+    """Layers on each of ``pp`` stages (see the module docstring)."""
+    if pp < 1 or n_layers < pp:
+        raise ValueError(f"pp must be in [1, {n_layers}] for {n_layers} layers; got {pp!r}")
+    if not uneven:
+        base, extra = divmod(n_layers, pp)
+        return [base + (1 if i < extra else 0) for i in range(pp)]
+    top = -(-n_layers // pp)
+    out = [top] * pp
+    surplus = top * pp - n_layers
+    order, lo, hi = [], 0, pp - 1
+    while lo <= hi:
+        order.append(hi)
+        if lo != hi:
+            order.append(lo)
+        lo, hi = lo + 1, hi - 1
+    i = 0
+    while surplus:
+        out[order[i % pp]] -= 1
+        surplus -= 1
+        i += 1
+    return out

@@ -1,0 +1,93 @@
+"""The planner under ``practice``: every layout of a uniform Transformer job that the rules allow, priced by
+``cost.step_estimate``, and the fastest one that fits in memory.
+
+The search space is bounded so that 16,384 GPUs take seconds, not hours:
+
+- ``tp`` divides the GPUs of a node (tensor parallelism stays inside a node) and the attention heads;
+- ``cp`` (context parallelism, with its switch) is 1, 2, 4 or 8 and divides the sequence;
+- ``pp`` is any divisor of the remaining GPUs up to the layer count (with ``any_degrees``; powers of two
+  otherwise), with uneven stages where it does not divide the layers; ``dp`` is what is left;
+- ``micro_batch`` is 1, 2, 4 or 8 sequences (with ``micro_batch_search``; Galvatron-2's 4 otherwise, or
+  fewer where the local batch is smaller), and must divide the local batch: the global batch is the user's;
+- ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules);
+- ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
+  sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing.
+
+``search_practice(job, rules)`` returns the best ``(config, estimate)`` and how many layouts it priced;
+``None`` as config when nothing fits. Used in: ``lib/galvatron/validate.py``.
+"""
+
+from __future__ import annotations
+
+from .cost import step_estimate
+from .layout import ParallelConfig, stage_layers
+from .rules import CostRules, get_rules
+
+MICRO_BATCHES = (1, 2, 4, 8)
+CP_DEGREES = (1, 2, 4, 8)
+VP_DEGREES = (1, 2, 4)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pow2(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def layouts(job, rules: CostRules | None = None):
+    """Every ParallelConfig of the bounded space (see the module docstring) for ``job`` under ``rules``."""
+    rules = get_rules(rules)
+    sh, n, B = job.shape, job.n_gpus, job.global_batch
+    tps = [t for t in _divisors(job.gpus_per_node) if n % t == 0 and sh.n_heads % t == 0]
+    cps = [c for c in CP_DEGREES if sh.seq_len % c == 0] if rules.context_parallel else [1]
+    zeros = (0, 1, 2, 3) if rules.zero_stages else (0, 3)
+    recomputes = ("none", "selective", "full") if rules.selective_recompute else ("none", "full")
+    for tp in tps:
+        for cp in cps:
+            if (n // tp) % cp:
+                continue
+            rest = n // (tp * cp)
+            for pp in _divisors(rest):
+                if pp > sh.n_layers or (not rules.any_degrees and not (_pow2(pp) and _pow2(tp))):
+                    continue
+                dp = rest // pp
+                if B % dp:
+                    continue
+                local = B // dp
+                if rules.micro_batch_search:
+                    mbs = [mb for mb in MICRO_BATCHES if local % mb == 0]
+                else:
+                    mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
+                layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
+                vps = [1]
+                if rules.pipeline_schedules and pp > 1:
+                    vps = [v for v in VP_DEGREES if all(x % v == 0 for x in layers)]
+                for mb in mbs:
+                    for vp in vps:
+                        for zero in zeros:
+                            for rc in recomputes:
+                                yield ParallelConfig(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, micro_batch=mb,
+                                                     sequence_parallel=rules.sequence_parallel and tp > 1,
+                                                     zero=zero, recompute=rc)
+
+
+def search_practice(job, rules: CostRules | None = "practice") -> tuple:
+    """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits.
+    Layouts that differ only in recompute come in the order none, selective, full (each slower and smaller
+    than the one before): once one fits, the slower ones are not priced."""
+    rules = get_rules(rules)
+    best, best_est, count, fitted = None, None, 0, None
+    for cfg in layouts(job, rules):
+        base = cfg.with_(recompute="none")
+        if base == fitted:
+            continue
+        est = step_estimate(job, cfg, rules)
+        count += 1
+        if not est["fits"]:
+            continue
+        fitted = base
+        if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
+            best, best_est = cfg, est
+    return best, best_est, count

@@ -1,0 +1,151 @@
+"""``python -m lib.galvatron validate --runs FILE... [--rules practice] [--json]``: the cost model judged
+against published training runs (``data/published_runs/``, schema in ``published.py``).
+
+For each run: the published configuration's estimate against the published tokens/s/GPU and the error
+(estimate / published - 1), whether that configuration fits in memory and its peak per GPU (the fullest
+pipeline stage), and the planner's own pick (``search/practice_search.py``) for the same GPU count, global
+batch and TP-inside-a-node rule, with its estimate. It ends with the median and the largest |error|. A bad
+file is one line naming the file, the run and the field (exit 2, ``lib.cli_errors``).
+
+``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
+"pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
+``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
+documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
+Used in: benchmarks/bench_practice.py, benchmarks/fit_efficiency.py, tests/galvatron/test_validate.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from lib.cli_errors import OneLineParser
+
+from .search.cost import step_estimate
+from .search.practice_search import search_practice
+from .published import filled, load_runs, to_config, to_job
+from .search.rules import ALL_PRESETS, get_rules
+
+
+def estimate_run(run, rules="practice", gpu=None) -> dict:
+    """The published configuration of ``run`` priced under ``rules`` (``gpu``: a GpuSpec to use instead of
+    the stored one, e.g. while fitting): the step estimate plus ``published`` and ``error``."""
+    job = to_job(run, gpu=gpu)
+    est = step_estimate(job, to_config(run), rules)
+    pub = run.measured.tokens_per_s_per_gpu
+    return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0}
+
+
+def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
+    """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring."""
+    rules = get_rules(rules)
+    rows = []
+    for path, run in tqdm(runs, desc="validate", unit="run", disable=not progress, file=sys.stderr):
+        try:
+            est = estimate_run(run, rules)
+        except ValueError as e:
+            raise ValueError(f"{path}: run {run.name!r}: field config: {e}") from None
+        row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
+               "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 4),
+               "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
+               "config": to_config(run).label(), "filled": filled(run)}
+        if search:
+            best, best_est, _ = search_practice(to_job(run), rules)
+            if best is not None:
+                row["pick"] = best.label()
+                row["pick_estimate"] = round(best_est["tokens_per_s_per_gpu"], 3)
+        rows.append(row)
+    errs = np.abs([r["error"] for r in rows])
+    return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 4),
+            "max_abs_error": round(float(errs.max()), 4)}
+
+
+def _parser() -> OneLineParser:
+    ap = OneLineParser(prog="python -m lib.galvatron validate",
+                       description="the cost model against published training runs")
+    ap.add_argument("--runs", nargs="+", required=True, metavar="FILE", help="runs files (data/published_runs/)")
+    ap.add_argument("--rules", default="practice", help=f"cost rules: one of {sorted(ALL_PRESETS)}")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    ap.add_argument("--no-search", action="store_true", help="skip the planner's own picks")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
+    return ap
+
+
+def _table(report: dict) -> str:
+    lines = [f"cost rules: {report['rules']}",
+             f"{'run':26s} {'published':>10s} {'estimate':>10s} {'error':>7s} {'fits':>5s} {'peak GB':>8s}  "
+             f"pick (estimate)"]
+    for r in report["runs"]:
+        pick = "-" if r["pick"] is None else f"{r['pick']} ({r['pick_estimate']:.1f})"
+        lines.append(f"{r['name']:26s} {r['published']:10.1f} {r['estimate']:10.1f} {r['error']:+7.1%} "
+                     f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
+    lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
+                 f"over {len(report['runs'])} runs (tokens/s/GPU)")
+    return "\n".join(lines)
+
+
+def main(argv) -> int:
+    """The ``validate`` subcommand (argv without the word ``validate``)."""
+    a = _parser().parse_args(argv)
+    if a.rules not in ALL_PRESETS:
+        raise ValueError(f"--rules: unknown rules {a.rules!r}; allowed: {', '.join(sorted(ALL_PRESETS))}")
+    runs = []
+    for path in a.runs:
+        runs += [(path, r) for r in load_runs(path).runs]
+    report = validate_runs(runs, a.rules, search=not a.no_search)
+    print(json.dumps(report) if a.json else _table(report))
+    return 0
+
+
+def ablation(runs, start="vldb2023") -> list[dict]:
+    """Start from ``start``'s rules and switch the mechanisms of ``rules.MECHANISMS`` on one at a time, in
+    their order: after each, the median and largest |error| of the published configurations of ``runs`` and
+    how many of them fit. The last row is ``practice`` less nothing but its non-mechanism fields."""
+    from .search.rules import MECHANISMS
+
+    rules = get_rules(start)
+    rows = []
+    for label, fields, _ in (("(none)", (), ""),) + MECHANISMS:
+        rules = rules.with_(name=f"{start} + {label}", **{f: True for f in fields})
+        est = [estimate_run(r, rules) for r in runs]
+        errs = np.abs([e["error"] for e in est])
+        rows.append({"mechanism": label, "median_abs_error": float(np.median(errs)),
+                     "max_abs_error": float(errs.max()), "fits": sum(e["fits"] for e in est),
+                     "runs": len(est), "estimates": [e["tokens_per_s_per_gpu"] for e in est]})
+    return rows
+
+
+def with_efficiency(gpu, peak_fraction: float, knee: float):
+    """``gpu`` with other efficiency constants (for fitting)."""
+    return replace(gpu, peak_fraction=peak_fraction, knee=knee)
+
+
+def fit_runs(runs, gpu_name: str) -> list:
+    """The runs the efficiency of ``gpu_name`` is fitted to: its published runs without pipeline parallelism
+    (their time is compute, tensor-parallel messages and the data-parallel tail); all others are held out."""
+    return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
+
+
+def fit_efficiency(runs, gpu_name: str) -> tuple:
+    """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
+    constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
+    ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
+    import math
+
+    from .search.efficiency import fit, load_gpu
+
+    gpu = load_gpu(gpu_name)
+    chosen = fit_runs(runs, gpu_name)
+    if not chosen:
+        raise ValueError(f"no published run without pipeline parallelism on {gpu_name} to fit to")
+
+    def objective(p, k):
+        g = with_efficiency(gpu, p, k)
+        return float(np.mean([math.log1p(estimate_run(r, "practice", g)["error"]) ** 2 for r in chosen]))
+
+    p, k, v = fit(objective)
+    return p, k, math.sqrt(v), [r.name for r in chosen]

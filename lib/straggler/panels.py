@@ -1,0 +1,236 @@
+"""The chapter's three linked figures, close to the page's: the step (a GPU-count slider and a backups toggle,
+the step view rescaled per size above the step-efficiency curves), the run (one button per row of the five ways,
+each applying that row's interval and backups to the two weeks) and the interval (where the time goes, stacked,
+over a GPUs x interval grid). Every state is precomputed, so they work in the static book. The page's quoted
+values are marked only where they apply. Used in: book/stragglers/01_the_one_slow_gpu.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, _bars, _base, _count, _gpus, day_rows,
+                                   efficiency_curves, page_marks, step_view_draw)
+from lib.straggler.model import (FailureModel, StepModel, backup_count, expected_segment_min, step_efficiency,
+                                 young_daly_min)
+from lib.straggler.simulate import five_ways
+from lib.viz import PALETTE, Frame, frames_figure
+
+#: The cluster sizes the step and interval sliders offer (the reader's own is added).
+PANEL_SIZES = (8, 64, 512, 1024, 4096, 16_384, 65_536)
+#: Extra top margin (px) for a row of buttons above the plot, under the title.
+BUTTONS_PX = 36
+
+
+def _buttons(labels, args, active: int, y: float = 1.0) -> dict:
+    """A row of plotly ``updatemenus`` buttons above the plot, left-aligned."""
+    return dict(type="buttons", direction="right", active=active, x=0, xanchor="left", y=y, yanchor="bottom",
+                pad=dict(t=4, b=6), showactive=True, font=dict(size=12),
+                buttons=[dict(label=lab, method=m, args=a) for lab, (m, a) in zip(labels, args)])
+
+
+def _room_for_buttons(fig) -> None:
+    fig.update_layout(margin=dict(t=(fig.layout.margin.t or 40) + BUTTONS_PX))
+
+
+# ----------------------------------------------------------------------------------------------- the step
+def _step_bars(d: dict, with_backups: bool) -> list:
+    """One variant's step view: healthy GPUs, the slowest healthy one, the slow ones (waited for, covered)."""
+    parts = [("healthy", "healthy GPU", PALETTE["primary"]),
+             ("slowest_healthy", "slowest healthy GPU", PALETTE["accent"]),
+             ("waited", "slow GPU (waited for)", PALETTE["bad"])]
+    if with_backups:
+        parts.append(("covered", "slow GPU (covered by a backup)", PALETTE["neutral"]))
+    out = []
+    for key, name, colour in parts:
+        x, y = d[key]
+        out.append(go.Bar(x=np.asarray(x).tolist(), y=np.round(y, 5).tolist(), name=name, marker_color=colour,
+                          width=0.8, legendgroup=key, xaxis="x", yaxis="y"))
+    out.append(go.Scatter(x=[-1, d["shown"]], y=[round(d["close_s"], 5)] * 2, mode="lines",
+                          name="step closes (then sync)", legendgroup="close",
+                          line=dict(color=PALETTE["bad"], dash="dash"), xaxis="x", yaxis="y"))
+    return out
+
+
+def _step_range(draws, compute_s: float) -> list[float]:
+    """The step view's y range for one size: from just under the compute time to just over the slowest bar."""
+    top = max(max([d["close_s"]] + [float(np.max(d[k][1])) for k in ("waited", "covered") if len(d[k][1])])
+              for d in draws)
+    pad = 0.06 * (top - compute_s) + 0.002
+    return [round(compute_s - pad, 4), round(top + pad, 4)]
+
+
+def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: int = 0,
+                      backups_on: bool = False, sizes=None, model: StepModel = StepModel()):
+    """One drawn step above the exact step-efficiency curves: a GPU-count slider (the step view's axis rescales
+    per size) and a toggle that shows the same cluster without or with ``backup_share`` backups."""
+    sizes = tuple(sorted({*(sizes or PANEL_SIZES), n_gpus}))
+    rng = np.random.default_rng(seed)
+    curve_sizes = tuple(sorted({*CLUSTER_SIZES, *sizes}))
+    c = efficiency_curves(curve_sizes, (backup_share,), model)
+    marks_plain = page_marks(0.0)
+    marks_backup = [m for m in page_marks(backup_share) if m[0][1] > 0]
+    frames, ranges = [], []
+    for n in sizes:
+        b = backup_count(n, backup_share)
+        d0, d1 = step_view_draw(n, 0, rng, model=model), step_view_draw(n, b, rng, model=model)
+        e0, e1 = step_efficiency(n, 0, model), step_efficiency(n, b, model)
+        data = _step_bars(d0, False) + _step_bars(d1, True) + [
+            go.Scatter(x=[-1, max(d0["shown"], d1["shown"])], y=[model.compute_s] * 2, mode="lines",
+                       name="compute without delay", line=dict(color=PALETTE["neutral"], dash="dot"),
+                       xaxis="x", yaxis="y"),
+            go.Scatter(x=c["sizes"], y=np.round(c["plain"], 5).tolist(), mode="lines", name="no backups (exact)",
+                       line=dict(color=PALETTE["primary"]), xaxis="x2", yaxis="y2"),
+            go.Scatter(x=c["sizes"], y=np.round(c["backups"][backup_share], 5).tolist(), mode="lines",
+                       name=f"{100 * backup_share:g}% backups, charged (exact)", line=dict(color=PALETTE["good"]),
+                       xaxis="x2", yaxis="y2"),
+            go.Scatter(x=[n], y=[round(e0, 5)], mode="markers", name="this cluster", legendgroup="you",
+                       marker=dict(color=PALETTE["accent"], size=13), xaxis="x2", yaxis="y2"),
+            go.Scatter(x=[n], y=[round(e1, 5)], mode="markers", name="this cluster", legendgroup="you",
+                       marker=dict(color=PALETTE["accent"], size=13), xaxis="x2", yaxis="y2"),
+            go.Scatter(x=[k[0] for k, _ in marks_plain], y=[v for _, v in marks_plain], mode="markers",
+                       name="the page (quoted)", legendgroup="page", xaxis="x2", yaxis="y2",
+                       marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=11, line_width=2)),
+            go.Scatter(x=[k[0] for k, _ in marks_backup], y=[v for _, v in marks_backup], mode="markers",
+                       name="the page (quoted)", legendgroup="page", showlegend=False, xaxis="x2", yaxis="y2",
+                       marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=11, line_width=2)),
+        ]
+        title = (f"{_count(n, 'GPU')}: this step {d0['step_s']:.3f} s ({_count(d0['n_slow'], 'slow GPU')}); "
+                 f"with {_count(b, 'backup')} {d1['step_s']:.3f} s. Step efficiency (exact): {e0:.1%} "
+                 f"without, {e1:.1%} with backups")
+        frames.append(Frame(label=f"{n:,}", data=data, title=title))
+        ranges.append(_step_range((d0, d1), model.compute_s))
+    plain, backup = step_panel_groups(len(frames[0].data))
+    base = _base(760, barmode="overlay",
+                 xaxis=dict(title="GPU (position in the sample shown)", domain=[0, 1], anchor="y"),
+                 yaxis=dict(title="compute this step (s)", domain=[0.5, 1], range=ranges[0]),
+                 xaxis2=dict(title="GPUs in the cluster (log scale)", type="log", domain=[0, 1], anchor="y2"),
+                 yaxis2=dict(title="step efficiency (%)", tickformat=".0%", range=[0.6, 1.0], domain=[0, 0.36]))
+    active = sizes.index(n_gpus)
+    fig = frames_figure(frames, "GPUs", active=active, base_layout=base)
+    for fr, r in zip(fig.frames, ranges):
+        fr.layout.update(yaxis=dict(range=r))
+    fig.update_layout(yaxis=dict(range=ranges[active]))
+    n_traces = len(fig.data)
+    visible = {False: [i not in backup for i in range(n_traces)], True: [i not in plain for i in range(n_traces)]}
+    for i, tr in enumerate(fig.data):
+        tr.visible = visible[backups_on][i]
+    fig.update_layout(updatemenus=[_buttons(
+        ["without backups", f"with {100 * backup_share:g}% backups"],
+        [("restyle", [{"visible": visible[False]}]), ("restyle", [{"visible": visible[True]}])],
+        active=int(backups_on))])
+    _room_for_buttons(fig)
+    return fig
+
+
+def step_panel_groups(n_traces: int = 16) -> tuple[set[int], set[int]]:
+    """Indices of the traces shown only without backups and only with them (the rest are always shown), in the
+    order ``step_panel_figure`` draws them: 4 step traces without backups (0-3), 5 with (4-8), the compute line
+    (9), the two curves (10, 11), this cluster without and with (12, 13), the page's marks without and with
+    backups (14, 15)."""
+    if n_traces != 16:
+        raise ValueError(f"the step panel has 16 traces; got {n_traces}")
+    return {0, 1, 2, 3, 12}, {4, 5, 6, 7, 8, 13, 15}
+
+
+# ----------------------------------------------------------------------------------------------- the run
+def run_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,
+                     days: float = 14.0, seed: int = 0, step: StepModel = StepModel(),
+                     failure: FailureModel = FailureModel()):
+    """Two weeks one row per day, one button per row of the five ways (``simulate.five_ways``): each applies that
+    row's interval and backups to the same failures. Returns (figure, comparison)."""
+    comparison, runs = five_ways(n_gpus, interval_min, backup_share, days, seed, step, failure, record=True)
+    frames = []
+    for row in comparison.rows:
+        run = runs[row.name]
+        rows = day_rows(run, failure.checkpoint_min, failure.restart_min)
+        ck = rows["checkpoints"]
+        data = [_bars(rows["kept"], "training kept", PALETTE["good"]),
+                _bars(rows["lost"], "training thrown away", PALETTE["bad"], dict(shape="/", fgcolor="white")),
+                _bars(rows["restart"], "restart", PALETTE["neutral"]),
+                go.Scatter(x=[round(h, 4) for _, h in ck], y=[d for d, _ in ck], mode="markers",
+                           name="checkpoint written", marker=dict(symbol="line-ns", size=14, line=dict(
+                               width=1.2, color=PALETTE["primary"])))]
+        title = (f"{row.name}: every {row.interval_min:.1f} min on {_gpus(row.n_gpus, row.n_backup)}: "
+                 f"{_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away (with restarts); "
+                 f"{run.checkpoint_share:.1%} writing; {run.kept_share:.1%} kept x {row.step_efficiency:.1%} "
+                 f"step efficiency = {row.goodput:.1%} goodput (this run)")
+        frames.append(Frame(label=row.name, data=data, title=title))
+    n_days = math.ceil(days)
+    base = _base(260 + 24 * n_days, barmode="overlay", bargap=0.25,
+                 xaxis=dict(title="hour of the day (h)", range=[0, 24], dtick=3),
+                 yaxis=dict(title="day of the run", range=[n_days + 0.5, 0.5], dtick=1))
+    active = len(frames) - 1  # "Your settings": the parameters cell
+    fig = frames_figure(frames, "row", active=active, base_layout=base)
+    anim = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
+    fig.layout.sliders = ()  # the buttons replace the slider
+    fig.update_layout(updatemenus=[_buttons(
+        [f.label for f in frames], [("animate", [[f.label], anim]) for f in frames], active=active)])
+    _room_for_buttons(fig)
+    return fig, comparison
+
+
+# ----------------------------------------------------------------------------------------------- the interval
+def time_shares(interval_min, mtbf_min: float, checkpoint_min: float = 1.0, restart_min: float = 5.0) -> dict:
+    """Where the wall time goes, exact, summing to 1: ``kept`` training, completed checkpoint ``writing``,
+    ``restarts`` (R per failure, a failure every M + R of wall time) and work ``thrown`` away (with interrupted
+    writes)."""
+    e_t = expected_segment_min(interval_min, mtbf_min, checkpoint_min, restart_min)
+    tau = np.asarray(interval_min, dtype=float)
+    kept, writing = tau / e_t, checkpoint_min / e_t
+    restarts = restart_min / (mtbf_min + restart_min) * np.ones_like(tau)
+    return {"kept": kept, "writing": writing, "thrown": 1 - kept - writing - restarts, "restarts": restarts}
+
+
+def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, sizes=None,
+                          failure: FailureModel = FailureModel()):
+    """Where the time goes against the checkpoint interval, stacked (kept, writing, thrown away, restarts), with
+    a GPU-count slider; Young-Daly dashed, your interval dotted; the page's kept share only at its 16,384 GPUs."""
+    sizes = tuple(sorted({*(sizes or PANEL_SIZES), n_gpus}))
+    grid = np.geomspace(0.5, 960, 140)
+    page_kept = float(PAGE_CLAIMS["kept_yd"].rstrip("%")) / 100
+    layers = (("kept", "training kept", PALETTE["good"]), ("writing", "writing checkpoints", PALETTE["primary"]),
+              ("thrown", "work thrown away", PALETTE["bad"]), ("restarts", "restarts", PALETTE["neutral"]))
+    frames = []
+    for n in sizes:
+        m = failure.cluster_mtbf_min(n)
+        yd = young_daly_min(m, failure.checkpoint_min)
+        sh = time_shares(grid, m, failure.checkpoint_min, failure.restart_min)
+        mine = {k: float(v) for k, v in time_shares(interval_min, m, failure.checkpoint_min,
+                                                   failure.restart_min).items()}
+        kept_yd = float(time_shares(yd, m, failure.checkpoint_min, failure.restart_min)["kept"])
+        data = [go.Scatter(x=np.round(grid, 4).tolist(), y=np.round(np.clip(sh[k], 0, 1), 5).tolist(),
+                           mode="lines", stackgroup="time", name=name, line=dict(color=colour, width=0.5),
+                           fillcolor=colour) for k, name, colour in layers]
+        page = n == 16_384
+        data += [
+            go.Scatter(x=[yd, yd], y=[0, 1], mode="lines", name="Young-Daly", line=dict(color="black",
+                                                                                         dash="dash")),
+            go.Scatter(x=[interval_min, interval_min], y=[0, 1], mode="lines", name="your interval",
+                       line=dict(color=PALETTE["accent"], dash="dot", width=2)),
+            go.Scatter(x=[yd] if page else [], y=[page_kept] if page else [], mode="markers",
+                       name="the page: kept at Young-Daly (quoted)",
+                       marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=12, line_width=2)),
+        ]
+        title = (f"{_count(n, 'GPU')}, MTBF {m / 60:,.1f} h: Young-Daly {yd:.1f} min keeps {kept_yd:.1%}; "
+                 f"your {interval_min:g} min keeps {mine['kept']:.1%}, writes {mine['writing']:.1%}, "
+                 f"throws away {mine['thrown']:.1%}, restarts {mine['restarts']:.1%} (exact expected)")
+        frames.append(Frame(label=f"{n:,}", data=data, title=title))
+    base = _base(480, xaxis=dict(title="checkpoint interval (min, log scale)", type="log"),
+                 yaxis=dict(title="share of the run's time (%)", tickformat=".0%", range=[0, 1]))
+    return frames_figure(frames, "GPUs", active=sizes.index(n_gpus), base_layout=base)
+
+
+def chapter_panels(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,
+                   days: float = 14.0, seed: int = 0, step: StepModel = StepModel(),
+                   failure: FailureModel = FailureModel()) -> dict:
+    """The chapter's three linked figures (``step``, ``run``, ``interval``) and the five-ways ``comparison``.
+    The step toggle uses ``backup_share`` when it is above zero, else the page's 2%."""
+    share = backup_share if backup_share > 0 else 0.02
+    run, comparison = run_panel_figure(n_gpus, interval_min, backup_share, days, seed, step, failure)
+    return {"step": step_panel_figure(n_gpus, share, seed, backups_on=backup_share > 0, model=step),
+            "run": run, "interval": interval_panel_figure(n_gpus, interval_min, failure=failure),
+            "comparison": comparison}

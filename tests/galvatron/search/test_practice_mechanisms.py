@@ -1,0 +1,273 @@
+"""Each mechanism of ``practice`` against a hand calculation, and each switch off giving the previous numbers
+(lib/galvatron/search/{collectives,precision,zero,activations,schedules,layout,efficiency}.py and
+cost.step_estimate)."""
+
+import math
+
+import pytest
+
+from lib.galvatron.search import activations as act
+from lib.galvatron.search import collectives as col
+from lib.galvatron.search import schedules as sch
+from lib.galvatron.search import zero as zr
+from lib.galvatron.search.analytic import SHAPES, TransformerShape, analytic_profile
+from lib.galvatron.search.cost import step_estimate
+from lib.galvatron.search.efficiency import efficiency, load_gpu
+from lib.galvatron.search.layout import Job, ParallelConfig, stage_layers
+from lib.galvatron.search.precision import bytes_per_value
+from lib.galvatron.search.rules import GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, VLDB2023, get_rules
+
+H100 = load_gpu("h100-sxm-80gb")
+A100 = load_gpu("a100-sxm-80gb")
+GPT = TransformerShape("gpt-13b", 40, 5120, 40, 2048, vocab=51200)
+
+
+def job(shape=GPT, n=64, B=128, gpu=H100, port=50.0):
+    return Job(shape=shape, gpu=gpu, n_gpus=n, gpus_per_node=8, port_gb_s=port, global_batch=B)
+
+
+def off(*fields):
+    return PRACTICE.with_(name="practice-off", **{f: False for f in fields})
+
+
+# ---------------------------------------------------------------------------------------------- collectives
+def test_ring_all_reduce_by_hand():
+    # 2 (n-1)/n S / bw + 2 (n-1) alpha: n = 4, 1 GB at 100 GB/s, 5 us
+    assert col.ring_s("all-reduce", 1e9, 4, 1e11, 5e-6) == pytest.approx(2 * 0.75 * 0.01 + 6 * 5e-6)
+    assert col.ring_s("reduce-scatter", 1e9, 4, 1e11) == pytest.approx(0.0075)
+    assert col.ring_s("all-gather", 1e9, 1, 1e11) == 0.0
+    with pytest.raises(ValueError, match="kind must be one of"):
+        col.ring_s("broadcast", 1.0, 2, 1.0)
+
+
+def test_hierarchical_and_flat_rings_by_hand():
+    net = col.Network(gpus_per_node=8, nvlink_bw=400e9, port_bw=40e9, nvlink_latency=0, port_latency=0)
+    S = 8e9
+    # 16 ranks one apart: 8 per node on 2 nodes. RS inside (7/8 S / nv), AR of S/8 across (2 1/2 S/8 / port),
+    # AG inside (7/8 S / nv)
+    hand = 2 * 7 / 8 * S / 400e9 + 2 * 0.5 * (S / 8) / 40e9
+    assert col.group_s("all-reduce", S, 16, 1, net) == pytest.approx(hand)
+    # the previous rule: one ring at the port's speed
+    assert col.group_s("all-reduce", S, 16, 1, net, hierarchical=False) == pytest.approx(2 * 15 / 16 * S / 40e9)
+    # a DP group of TP-8 ranks: one per node, the port only
+    assert col.group_s("reduce-scatter", S, 4, 8, net) == pytest.approx(0.75 * S / 40e9)
+    # inside a node: NVLink
+    assert col.group_s("all-reduce", S, 8, 1, net) == pytest.approx(2 * 7 / 8 * S / 400e9)
+    over = col.Network(8, 400e9, 40e9, 0, 0, oversubscription=2.0, pod_nodes=2)
+    assert col.group_s("reduce-scatter", S, 4, 8, over) == pytest.approx(2 * 0.75 * S / 40e9)
+    assert col.group_s("reduce-scatter", S, 2, 8, over) == pytest.approx(0.5 * S / 40e9)   # inside a pod
+
+
+# ---------------------------------------------------------------------------------------- precision and ZeRO
+def test_bytes_per_parameter():
+    mixed, fp32 = bytes_per_value(True, grad_bytes=2), bytes_per_value(False)
+    assert mixed.states == 16 and fp32.states == 16 and mixed.message == 2 and fp32.message == 4
+    assert bytes_per_value(True).states == 18      # fp32 gradients (Megatron-LM's bf16 default)
+    with pytest.raises(ValueError, match="grad_bytes"):
+        bytes_per_value(True, grad_bytes=3)
+
+
+def test_zero_bytes_per_parameter_by_hand():
+    # the ZeRO paper's mixed precision: 2 + 2 + 12 bytes; ZeRO-2 on 64 ranks: 2 + 14/64
+    assert zr.state_bytes_per_param(2, 64, 2, 2, 12) == pytest.approx(2 + 14 / 64)
+    assert zr.state_bytes_per_param(1, 64, 2, 2, 12) == pytest.approx(4 + 12 / 64)
+    assert zr.state_bytes_per_param(3, 64, 2, 2, 12) == pytest.approx(16 / 64)
+    assert zr.state_bytes_per_param(0, 64, 2, 2, 12) == 16
+    with pytest.raises(ValueError, match="zero stage"):
+        zr.state_bytes_per_param(4, 2, 2, 2, 12)
+    c1, c3 = zr.collectives(1, 10.0, 2, 4), zr.collectives(3, 10.0, 2, 4)
+    assert c1["per_step"] == [("reduce-scatter", 40.0, "bwd"), ("all-gather", 20.0, "fwd")]
+    assert len(c3["per_micro_batch"]) == 3 and c3["per_step"] == []
+
+
+# -------------------------------------------------------------------------------------------- activations
+S, B, HID, A, T = 2048, 1, 12288, 96, 8
+
+
+def sbh():
+    return S * B * HID
+
+
+def test_korthikanti_table_2_by_hand():
+    kw = dict(s=S, b=B, h=HID, a=A, ffn=4 * HID, t=T)
+    scores = 5 * A * S / (HID * T)
+    assert act.layer_activation_bytes(**kw) == pytest.approx(sbh() * (10 + 24 / T + scores))
+    assert act.layer_activation_bytes(**kw, sp=True) == pytest.approx(sbh() * (34 / T + scores))
+    assert act.layer_activation_bytes(**kw, sp=True, recompute="selective") == pytest.approx(sbh() * 34 / T)
+    assert act.layer_activation_bytes(**kw, recompute="full") == pytest.approx(2 * sbh())
+    assert act.layer_activation_bytes(**kw, sp=True, recompute="full") == pytest.approx(2 * sbh() / T)
+    assert act.layer_activation_bytes(**kw, sp=True, fused_attention=True) == pytest.approx(sbh() * 34 / T)
+    # no dropout: two masks fewer; GQA: K and V 1/8 wide
+    assert act.layer_activation_bytes(**kw, sp=True, fused_attention=True, dropout=False) == pytest.approx(
+        sbh() * 32 / T)
+    assert act.layer_activation_bytes(**kw, sp=True, fused_attention=True, kv_hidden=HID // 8) == pytest.approx(
+        sbh() * (10 + 4 + 0.5 + 16) / T)
+    # context parallelism: half the tokens per rank
+    assert act.layer_activation_bytes(**kw, sp=True, fused_attention=True, cp=2) == pytest.approx(sbh() * 17 / T)
+
+
+def test_analytic_profile_uses_the_same_formula():
+    sh = SHAPES["gpt2-xl"]
+    for t in (1, 2, 4):
+        assert act.layer_activation_bytes(sh.seq_len, 1, sh.hidden, sh.n_heads, sh.ffn, t) == pytest.approx(
+            sh.layer_act_bytes_per_sample(t))
+
+
+def test_attention_flops_and_ring_attention_bytes():
+    assert act.attention_flops_per_token(2048, 1024) == 4 * 2048 * 1024
+    assert act.attention_flops_per_token(2048, 1024, causal_skip=True) == 2 * 2048 * 1024
+    r = act.ring_attention_bytes(8192, 1, 1024, 4)
+    assert r["steps"] == 3 and r["fwd"] == pytest.approx(3 * 2 * 2048 * 1024 * 2) and r["bwd"] == 2 * r["fwd"]
+
+
+# ---------------------------------------------------------------------------------------------- schedules
+def test_1f1b_bubble_and_micro_batches_in_flight_by_hand():
+    assert sch.bubble_fraction("1f1b", 4, 8) == pytest.approx(3 / 8)
+    assert sch.bubble_fraction("interleaved", 4, 8, vp=2) == pytest.approx(3 / 16)
+    assert [sch.in_flight("1f1b", 4, 8, r) for r in range(4)] == [4, 3, 2, 1]
+    assert sch.in_flight("1f1b", 4, 2, 0) == 2                 # fewer micro-batches than stages
+    assert sch.in_flight("gpipe", 4, 8, 3) == 8
+    # interleaved, pp 4, vp 2, stage 0: 2 (pp - 1) + (vp - 1) pp + 1 = 11 chunks of half the stage
+    assert sch.in_flight("interleaved", 4, 8, 0, vp=2) == pytest.approx(5.5)
+    assert sch.step_s("1f1b", [1.0] * 4, 8) == pytest.approx(8 + 3)
+    assert sch.step_s("interleaved", [1.0] * 4, 8, vp=2) == pytest.approx(8 + 1.5)
+    assert sch.step_s("1f1b", [1.0, 2.0], 4) == pytest.approx(1 + 4 * 2)
+    assert sch.exposed_p2p_s("1f1b", 4, 8, 0.01) == pytest.approx(2 * 11 * 0.01)
+    assert sch.exposed_p2p_s("interleaved", 4, 8, 0.01, vp=2) == pytest.approx(2 * 3 * 0.01)
+    with pytest.raises(ValueError, match="interleaved"):
+        sch.bubble_fraction("1f1b", 4, 8, vp=2)
+
+
+def test_uneven_stages():
+    assert stage_layers(126, 16) == [7] + [8] * 14 + [7]
+    assert stage_layers(126, 16, uneven=False) == [8] * 14 + [7] * 2
+    assert stage_layers(105, 35) == [3] * 35 and sum(stage_layers(100, 9)) == 100
+    assert stage_layers(100, 9)[-1] <= stage_layers(100, 9)[1]
+
+
+def test_shape_efficiency():
+    assert efficiency(H100, 4096, shaped=False) == 0.7
+    p, k = H100.peak_fraction, H100.knee
+    assert efficiency(H100, 4096) == pytest.approx(p * 4096 / (4096 + k))
+    assert efficiency(A100, 25600) > efficiency(A100, 2304)
+
+
+# ------------------------------------------------------------------- the composition, and switches turned off
+def test_presets_keep_every_mechanism_off():
+    for r in (GALVATRON2, VLDB2023):
+        assert not any(getattr(r, f) for f in MECHANISM_FIELDS)
+    assert all(getattr(PRACTICE, f) for f in MECHANISM_FIELDS) and get_rules("practice") is PRACTICE
+    assert len(MECHANISMS) == 10
+    with pytest.raises(ValueError, match="CostRules.fused_attention"):
+        PRACTICE.with_(fused_attention=1)
+
+
+def test_everything_off_gives_the_analytic_profile_numbers():
+    """With every mechanism off, a layer's forward time, activations and model states are analytic.py's."""
+    sh = SHAPES["llama-7b"]
+    model, _ = analytic_profile(sh, "8xH100-nvlink", dtype="bf16")
+    lp = model.layer_types[0]
+    j = job(sh, n=8, B=8)
+    none = off(*MECHANISM_FIELDS)
+    for t in (1, 2, 4):
+        e = step_estimate(j, ParallelConfig(tp=t, dp=8 // t, micro_batch=1), none)
+        assert e["fwd_s"] * 1e3 == pytest.approx(lp.fwd_ms_per_sample / t)
+        assert e["activation_bytes_per_layer"] / 2**20 == pytest.approx(lp.act_mb_per_sample[t])
+    e = step_estimate(j, ParallelConfig(tp=1, dp=8), none)
+    assert bytes_per_value(False).states * sh.layer_params() / 2**20 == pytest.approx(4 * lp.param_mb)
+    assert e["schedule"] == "gpipe" and e["efficiency"] == 0.7
+
+
+CFG = ParallelConfig(tp=4, pp=4, dp=4, vp=2, micro_batch=1, sequence_parallel=True, zero=1, recompute="selective")
+
+
+@pytest.mark.parametrize("name, fields, _", MECHANISMS)
+def test_each_switch_changes_its_own_terms(name, fields, _):
+    j = job()
+    cfg = CFG.with_(cp=2, dp=2) if fields == ("context_parallel",) else CFG
+    on = step_estimate(j, cfg, PRACTICE)
+    if fields == ("context_parallel",):
+        with pytest.raises(ValueError, match="context_parallel"):
+            step_estimate(j, cfg, off(*fields))
+        return
+    e = step_estimate(j, cfg, off(*fields))
+    if fields == ("mixed_precision",):
+        assert e["fwd_s"] == on["fwd_s"] and e["peak_bytes"] > on["peak_bytes"] and e["dp_s"] >= on["dp_s"]
+    elif fields == ("fused_attention",):
+        sh = j.shape
+        extra = 1 * sh.seq_len * 2 * sh.seq_len * sh.hidden / 4            # the masked half, per TP rank
+        rate = on["fwd_s"] / (sh.seq_len * (2 * sh._matmul_params() + 2 * sh.seq_len * sh.hidden) / 4)
+        assert e["fwd_s"] - on["fwd_s"] == pytest.approx(extra * rate)
+    elif fields == ("pipeline_schedules",):
+        assert (on["schedule"], e["schedule"], e["vp"]) == ("interleaved", "gpipe", 1)
+        # GPipe: the step is (m + pp - 1) stage times; every micro-batch held
+        m, pp = on["micro_batches"], 4
+        assert e["pipeline_s"] == pytest.approx(m * max(e["stage_s"]) + sum(e["stage_s"]) - max(e["stage_s"]))
+        assert e["peak_bytes"] > on["peak_bytes"]
+    elif fields == ("zero_stages",):
+        assert (on["zero"], e["zero"]) == (1, 0) and e["peak_bytes"] > on["peak_bytes"]
+    elif fields == ("sequence_parallel", "selective_recompute"):
+        assert (e["sequence_parallel"], e["recompute"]) == (False, "full") and e["recompute_s"] > on["recompute_s"]
+    elif fields == ("hierarchical_network",):
+        assert e["dp_s"] >= on["dp_s"] and e["fwd_s"] == on["fwd_s"]
+    elif fields == ("any_degrees",):
+        j2 = job(TransformerShape("odd", 30, 4096, 32, 2048), n=32, B=64)
+        c2 = ParallelConfig(tp=8, pp=4, dp=1, micro_batch=1)
+        assert step_estimate(j2, c2, PRACTICE)["stage_layers"] == [7, 8, 8, 7]
+        assert step_estimate(j2, c2, off(*fields))["stage_layers"] == [8, 8, 7, 7]
+    elif fields == ("shape_efficiency",):
+        assert e["efficiency"] == 0.7 and on["efficiency"] == pytest.approx(efficiency(H100, GPT.hidden))
+        assert e["fwd_s"] * 0.7 == pytest.approx(on["fwd_s"] * on["efficiency"])
+    elif fields == ("micro_batch_search",):
+        assert e == on             # a search dimension only: the estimate of a given layout is unchanged
+
+
+def test_step_estimate_errors_name_the_field():
+    with pytest.raises(ValueError, match="tp x cp x dp x pp = 32 but the job has 64"):
+        step_estimate(job(), ParallelConfig(tp=8, pp=4, dp=1), PRACTICE)
+    with pytest.raises(ValueError, match="global_batch=128 is not a whole number"):
+        step_estimate(job(), ParallelConfig(tp=1, pp=1, dp=64, micro_batch=4), PRACTICE)
+    with pytest.raises(ValueError, match="ParallelConfig.recompute"):
+        ParallelConfig(recompute="some")
+
+
+def test_mixed_precision_off_is_sixteen_bytes_per_parameter_again():
+    """fp32 weights and gradients (4 + 4) and 8 bytes of Adam, ZeRO-1 sharding the optimizer over dp = 8,
+    against 2 + 4 + 12/8 under mixed precision; plain DP: 16 bytes against 18."""
+    j = job()
+    params = GPT.n_layers * GPT.layer_params() / 8 + 2 * GPT.vocab * GPT.hidden / 8    # layers, embedding, head
+    for zero, old, new in ((1, 4 + 4 + 8 / 8, 2 + 4 + 12 / 8), (0, 16, 18)):
+        cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, sequence_parallel=True, zero=zero)
+        on, e = step_estimate(j, cfg, PRACTICE), step_estimate(j, cfg, off("mixed_precision"))
+        assert e["peak_bytes"] - on["peak_bytes"] == pytest.approx(params * (old - new))
+
+
+def test_pipeline_schedules_off_is_the_per_layer_send_again():
+    """The previous P2P rule: a send of the whole boundary activation per layer, x pp, every micro-batch,
+    never overlapped (here every stage boundary crosses nodes: the port)."""
+    j = job()
+    cfg = ParallelConfig(tp=8, pp=4, dp=2, micro_batch=1)
+    e = step_estimate(j, cfg, off("pipeline_schedules"))
+    send = GPT.seq_len * GPT.hidden * 2 / (50e9 * H100.link_efficiency) + H100.port_latency_s
+    assert e["p2p_s"] == pytest.approx(4 * 2 * max(e["stage_layers"]) * e["micro_batches"] * send)
+    on = step_estimate(j, cfg, PRACTICE)
+    ag = col.ring_s("all-gather", GPT.seq_len * GPT.hidden * 2, 8, H100.nvlink_bw * H100.link_efficiency,
+                    H100.nvlink_latency_s)
+    assert on["p2p_s"] == pytest.approx(2 * (on["micro_batches"] + 3) * (send - GPT.seq_len * GPT.hidden * 2 * 7 / 8
+                                                                         / (50e9 * H100.link_efficiency) + ag))
+
+
+def test_context_parallel_ring_hides_under_attention_or_pays_the_port():
+    long = TransformerShape("long", 32, 4096, 32, 131072, ffn_hidden=14336, gated_mlp=True, n_kv_heads=8)
+    j = job(long, n=64, B=64)
+    inside = step_estimate(j, ParallelConfig(tp=2, cp=4, dp=8, micro_batch=1, sequence_parallel=True), PRACTICE)
+    assert inside["cp_s"] == 0.0                    # 128K tokens: the attention outlasts every K/V pass
+    short = TransformerShape("short", 32, 8192, 64, 2048, n_kv_heads=64)
+    j2 = job(short, n=64, B=64)
+    cfg = ParallelConfig(tp=8, cp=8, dp=1, micro_batch=1, sequence_parallel=True)
+    e = step_estimate(j2, cfg.with_(dp=1), PRACTICE)
+    ring = act.ring_attention_bytes(2048, 1, 8192, 8)
+    hop = ring["fwd"] / 7 / (50e9 * H100.link_efficiency) + H100.port_latency_s      # across nodes
+    attn = e["fwd_s"] * (2 * 2048 * 8192) / (2 * short._matmul_params() + 2 * 2048 * 8192)
+    assert e["cp_s"] == pytest.approx(max(0, 7 * hop - attn) + max(0, 14 * hop - 2 * attn))
+    assert e["cp_s"] > 0

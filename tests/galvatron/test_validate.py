@@ -1,0 +1,172 @@
+"""``python -m lib.galvatron validate`` (lib/galvatron/validate.py) and the must-hold accuracy of the practice
+rules on the calibration set (data/published_runs/calibration.json)."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lib.cli_errors import run_cli
+from lib.galvatron.published import load_runs
+from lib.galvatron.validate import estimate_run, main
+
+ROOT = Path(__file__).resolve().parents[2]
+CAL = ROOT / "data" / "published_runs" / "calibration.json"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return load_runs(str(CAL)).runs
+
+
+def test_calibration_set_is_the_specs_and_quotes_every_run(runs):
+    assert len(runs) == 21
+    assert {r.name.split("-")[0] for r in runs} == {"sc21", "mcore", "llama3"}
+    assert all(r.quote and r.measured.basis for r in runs)
+
+
+def test_must_hold_on_the_calibration_set(runs):
+    """Median |error| <= 15% and largest <= 35% on tokens/s/GPU under practice; every config fits."""
+    est = [estimate_run(r, "practice") for r in runs]
+    errs = np.abs([e["error"] for e in est])
+    assert np.median(errs) <= 0.15 and errs.max() <= 0.35, dict(zip([r.name for r in runs], errs.round(3)))
+    assert all(e["fits"] for e in est), [r.name for r, e in zip(runs, est) if not e["fits"]]
+
+
+def test_the_previous_rules_miss_by_far_more(runs):
+    """The issue's finding, kept as a check: under galvatron2's choices the same configurations are off by
+    much more (or do not fit)."""
+    est = [estimate_run(r, "galvatron2") for r in runs if r.config.cp in (None, 1)]
+    errs = np.abs([e["error"] for e in est])
+    assert np.median(errs) > 0.4 and sum(not e["fits"] for e in est) >= 10
+
+
+def _cli(argv, capsys):
+    code = run_cli(main, argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_report(capsys, tmp_path):
+    code, out, err = _cli(["--runs", str(CAL), "--json", "--no-search"], capsys)
+    assert code == 0
+    rep = json.loads(out)
+    assert set(rep) >= {"runs", "median_abs_error", "max_abs_error"}
+    row = rep["runs"][0]
+    assert set(row) >= {"name", "published", "estimate", "error", "fits", "peak_gb", "pick", "pick_estimate"}
+    assert rep["max_abs_error"] == pytest.approx(max(abs(r["error"]) for r in rep["runs"]))
+    assert "validate" in err                                  # the progress bar
+
+
+def test_pick_under_the_same_gpus_and_batch(capsys, tmp_path):
+    d = json.loads(CAL.read_text())
+    d["runs"] = [r for r in d["runs"] if r["name"] == "sc21-gpt-1.7b"]
+    f = tmp_path / "one.json"
+    f.write_text(json.dumps(d))
+    code, out, _ = _cli(["--runs", str(f), "--json"], capsys)
+    row = json.loads(out)["runs"][0]
+    assert code == 0 and row["pick"].startswith("TP ") and row["pick_estimate"] > 0
+    code, out, _ = _cli(["--runs", str(f)], capsys)
+    assert "median |error|" in out and "sc21-gpt-1.7b" in out
+
+
+def _bad(tmp_path, edit):
+    d = json.loads(CAL.read_text())
+    d = copy.deepcopy(d)
+    edit(d)
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(d))
+    return str(f)
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["runs"][2]["config"].pop("tp"), "run 'sc21-gpt-7.5b': field config.tp: Field required"),
+    (lambda d: d["runs"][0]["config"].update(zero=5), "run 'sc21-gpt-1.7b': field config.zero"),
+    (lambda d: d["runs"][0]["cluster"].update(gpu="v100"), "run 'sc21-gpt-1.7b': field cluster.gpu"),
+    (lambda d: d["runs"][1]["model"].update(layerz=3), "run 'sc21-gpt-3.6b': field model.layerz"),
+    (lambda d: d["runs"][0]["config"].update(dp=31), "run 'sc21-gpt-1.7b': field config: tp x pp x dp x cp = 31"),
+    (lambda d: d["runs"][0]["config"].update(micro_batch=7), "run 'sc21-gpt-1.7b': field config: global_batch=512"),
+    (lambda d: d.pop("runs"), "field runs: Field required"),
+])
+def test_bad_files_are_one_line_naming_file_run_and_field(tmp_path, capsys, edit, needle):
+    f = _bad(tmp_path, edit)
+    code, out, err = _cli(["--runs", f, "--no-search"], capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"error: {f}: ") and needle in lines[-1], err
+
+
+def test_other_cli_errors(tmp_path, capsys):
+    code, _, err = _cli(["--runs", str(CAL), "--rules", "paper"], capsys)
+    assert code == 2 and "--rules: unknown rules 'paper'" in err
+    code, _, err = _cli(["--runs", str(tmp_path / "none.json")], capsys)
+    assert code == 2 and "none.json" in err
+    f = tmp_path / "x.json"
+    f.write_text("{")
+    code, _, err = _cli(["--runs", str(f)], capsys)
+    assert code == 2 and "not valid JSON" in err and str(f) in err
+    code, _, err = _cli([], capsys)
+    assert code == 2 and "--runs" in err
+
+
+def test_module_entry_point(tmp_path):
+    f = _bad(tmp_path, lambda d: d["runs"][0]["config"].update(tp=0))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "lib.galvatron", "validate", "--runs", f, "--no-search"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(f"error: {f}: run 'sc21-gpt-1.7b'")
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm-80gb"])
+def test_stored_efficiency_constants_are_the_fit(runs, gpu):
+    """data/hardware/gpus/ holds what benchmarks/fit_efficiency.py fits, to the runs it names."""
+    from lib.galvatron.search.efficiency import load_gpu
+    from lib.galvatron.validate import fit_efficiency
+
+    p, k, rms, names = fit_efficiency(runs, gpu)
+    g = load_gpu(gpu)
+    assert (g.peak_fraction, g.knee, list(g.fitted_to)) == (pytest.approx(p), pytest.approx(k), names)
+    assert all(n in {r.name for r in runs} for n in names) and len(names) < len([r for r in runs
+                                                                                if r.cluster.gpu == gpu])
+
+
+def test_null_fields_get_the_documented_defaults(runs):
+    from lib.galvatron.published import DEFAULTS, filled, to_config, to_job
+
+    mc = next(r for r in runs if r.name == "mcore-h100-32b")
+    cfg = to_config(mc)
+    assert (cfg.micro_batch, cfg.vp, cfg.sequence_parallel, cfg.recompute, cfg.zero) == (1, 1, True, "none", 1)
+    assert DEFAULTS["micro_batch"] == 1 and DEFAULTS["recompute"] == "none"
+    assert set(filled(mc)) == {"vp=1", "micro_batch=1", "sequence_parallel=True", "recompute=none",
+                               "dropout=True"}
+    sc = next(r for r in runs if r.name == "sc21-gpt-1.7b")
+    assert to_config(sc).sequence_parallel is False and to_config(sc).micro_batch == 16
+    ll = next(r for r in runs if r.name.startswith("llama3"))
+    assert to_job(ll).dropout is False and to_job(sc).dropout is True and to_job(ll).shape.kv_hidden == 1024
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["runs"][0]["config"].update(tp="8"), "field config.tp"),
+    (lambda d: d["runs"][0].update(global_batch=True), "field global_batch"),
+])
+def test_strict_types(tmp_path, capsys, edit, needle):
+    f = _bad(tmp_path, edit)
+    code, _, err = _cli(["--runs", f, "--no-search"], capsys)
+    assert code == 2 and needle in err
+
+
+def test_ablation_from_the_paper_rules_to_practice(runs):
+    from lib.galvatron.search.rules import MECHANISMS
+    from lib.galvatron.validate import ablation
+
+    rows = ablation(runs)
+    assert [r["mechanism"] for r in rows] == ["(none)"] + [m[0] for m in MECHANISMS]
+    first, last = rows[0], rows[-1]
+    assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
+    assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
+    assert first["median_abs_error"] > 0.4 and last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
