@@ -13,6 +13,8 @@ from lib.straggler import model as sm
 
 from .run import Job, OneRun, failure_stage, one_run, step_efficiency
 
+#: The chapter's job at its defaults: Llama 3 405B on 16,384 GPUs under the practice cost rules.
+CHAPTER_JOB = Job(rules="practice")
 #: Exercise 10.1's model: Llama 3 70B, carried through the three stages on the chapter's 16,384 GPUs.
 OTHER_MODEL = "llama3-70b"
 #: Exercise 10.4's target: the kept share at which failures and checkpoints alone use up Meta's 10%.
@@ -25,7 +27,7 @@ def run_of(job: Job) -> OneRun:
     return one_run(job)
 
 
-def other_model_goodput(job: Job = Job()) -> float:
+def other_model_goodput(job: Job = CHAPTER_JOB) -> float:
     """Exercise 10.1: Llama 3 70B's goodput with backup replicas on the job's cluster (its own search)."""
     return run_of(replace(job, model=OTHER_MODEL)).goodput_backup
 
@@ -40,10 +42,11 @@ def goodput_at(r: OneRun, replicas: int, interval_min: float) -> float:
 
 
 def best_goodput(r: OneRun, max_replicas: int = 64) -> tuple[float, int, float]:
-    """Exercise 10.2: the best goodput over 0..``max_replicas`` backup replicas, each at its exact best
-    interval (``lib.straggler.model.optimal_interval_min``): (goodput, replicas, interval in minutes)."""
+    """Exercise 10.2: the best goodput over 0..``max_replicas`` backup replicas (fewer than the plan's
+    data-parallel replicas), each at its exact best interval (``lib.straggler.model.optimal_interval_min``):
+    (goodput, replicas, interval in minutes)."""
     best = (-1.0, 0, 0.0)
-    for b in range(0, min(max_replicas, r.est.dp) + 1):
+    for b in range(0, min(max_replicas, r.est.dp - 1) + 1):
         job = replace(r.job, backup_share=b / r.est.dp)
         f = failure_stage(job, r.est, b > 0)
         tau = sm.optimal_interval_min(f["mtbf_min"], f["checkpoint_min"])
@@ -78,13 +81,13 @@ ANSWERS: dict[str, dict] = {
     "ch10.1": dict(answer=other_model_goodput,
                    what="Llama 3 70B's goodput with backup replicas on the chapter's 16,384 GPUs (estimated)",
                    rel_tol=2e-3),
-    "ch10.2": dict(answer=lambda: best_goodput(run_of(Job()))[0],
+    "ch10.2": dict(answer=lambda: best_goodput(run_of(CHAPTER_JOB))[0],
                    what="the best goodput over the backup replicas and the checkpoint interval (estimated)",
                    rel_tol=1e-3),
-    "ch10.3": dict(answer=lambda: halved_sync_goodput(run_of(Job())),
+    "ch10.3": dict(answer=lambda: halved_sync_goodput(run_of(CHAPTER_JOB)),
                    what="the goodput with backups when the unhidden communication is halved (estimated)",
                    rel_tol=2e-3),
-    "ch10.4": dict(answer=lambda: bandwidth_for_kept(run_of(Job())),
+    "ch10.4": dict(answer=lambda: bandwidth_for_kept(run_of(CHAPTER_JOB)),
                    what="the storage bandwidth at which the kept share falls to 90% (estimated)", unit="GB/s",
                    rel_tol=2e-2),
 }

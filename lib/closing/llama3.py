@@ -7,6 +7,7 @@ Used in: book/closing/01_one_run.
 
 from __future__ import annotations
 
+from lib.galvatron.search.activations import attention_flops_per_token
 from lib.galvatron.search.analytic import SHAPES
 
 #: "higher than 90% effective training time" (§3.3.4, Reliability and Operational Challenges): quoted.
@@ -35,20 +36,31 @@ def llama3_dp(n_gpus: int) -> int:
     return n_gpus // (LLAMA3_TP * LLAMA3_PP)
 
 
+def model_flops_per_token(model: str) -> float:
+    """Model FLOPs of one trained token, as model FLOPs utilisation counts them (Chowdhery et al. 2022, the
+    convention of Table 4's TFLOP/s): 6 x parameters + the attention scores' 12 x layers x s x h (no causal
+    saving, no recomputation). Llama 3 405B: 2.16e16 per 8,192-token sequence (NVIDIA DGXC's formula gives
+    2.17e16, ``data/published_runs/``); ``cost.step_estimate``'s ``tflops_per_gpu`` counts the same."""
+    if model not in SHAPES:
+        raise ValueError(f"model must be one of {sorted(SHAPES)}; got {model!r}")
+    sh = SHAPES[model]
+    return 6.0 * sh.n_params() + 3.0 * sh.n_layers * attention_flops_per_token(sh.seq_len, sh.hidden)
+
+
 def step_at_tflops_s(model: str, tokens_per_step: int, n_gpus: int, tflops_per_gpu: float) -> float:
-    """Seconds per step at a throughput of ``tflops_per_gpu`` model TFLOP/s per GPU: 6 x parameters x tokens /
-    (GPUs x FLOP/s), the model FLOPs of a step (attention's own FLOPs not counted, recomputation not counted).
-    Derived from a quoted throughput, so the step is estimated, not quoted."""
+    """Seconds per step at a throughput of ``tflops_per_gpu`` model TFLOP/s per GPU: model FLOPs per token
+    (``model_flops_per_token``) x tokens / (GPUs x FLOP/s). Derived from a quoted throughput, so the step is
+    estimated, not quoted."""
     if model not in SHAPES:
         raise ValueError(f"model must be one of {sorted(SHAPES)}; got {model!r}")
     if not tflops_per_gpu > 0:
         raise ValueError(f"tflops_per_gpu must be > 0; got {tflops_per_gpu!r}")
-    return 6 * SHAPES[model].n_params() * tokens_per_step / (n_gpus * tflops_per_gpu * 1e12)
+    return model_flops_per_token(model) * tokens_per_step / (n_gpus * tflops_per_gpu * 1e12)
 
 
 def llama3_step_s(n_gpus: int = LLAMA3_GPUS) -> float:
     """Llama 3 405B's step implied by its quoted throughput at ``n_gpus`` (8,192 or 16,384), 16M tokens a step:
-    about 6.2 s at 16,384 GPUs (estimated from quoted figures)."""
+    about 6.8 s at 16,384 GPUs (estimated from quoted figures)."""
     if n_gpus not in LLAMA3_TFLOPS:
         raise ValueError(f"n_gpus must be one of {sorted(LLAMA3_TFLOPS)} (Table 4's 8K-context rows); "
                          f"got {n_gpus!r}")

@@ -21,7 +21,7 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
-from lib.galvatron.search.rules import PRESETS
+from lib.galvatron.search.rules import ALL_PRESETS, PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
@@ -38,7 +38,8 @@ class Job:
     checkpoint is written (GB = 1e9 bytes); per_gpu_mtbf_h, restart_min: the failure model; backup_share:
     extra data-parallel replicas as a share of the replicas; jitter, p_slow, slow_factor: the step model of
     Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node); rules: the
-    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's).
+    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's;
+    ``practice`` plans with ``practice_plan``).
     """
 
     model: str = "llama3-405b"
@@ -65,8 +66,8 @@ class Job:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
-        if not isinstance(self.rules, str) or self.rules not in PRESETS:
-            raise ValueError(f"rules must be one of {sorted(PRESETS)}; got {self.rules!r}")
+        if not isinstance(self.rules, str) or self.rules not in ALL_PRESETS:
+            raise ValueError(f"rules must be one of {sorted(ALL_PRESETS)}; got {self.rules!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -126,6 +127,7 @@ class PlanEstimate:
     dp: int
     model_state_bytes: float
     search_s: float
+    cp: int = 1                       # context parallelism (practice rules only)
 
     @property
     def sync_s(self) -> float:
@@ -133,8 +135,8 @@ class PlanEstimate:
 
     @property
     def replica_gpus(self) -> int:
-        """GPUs of one data-parallel replica: tp x pp (the unit a backup replaces)."""
-        return self.tp * self.pp
+        """GPUs of one data-parallel replica: tp x cp x pp (the unit a backup replaces)."""
+        return self.tp * self.cp * self.pp
 
 
 def _chunks(job: Job, pp: int) -> int:
@@ -145,7 +147,12 @@ def _chunks(job: Job, pp: int) -> int:
 
 def search_plan(job: Job) -> PlanEstimate:
     """Galvatron's search on the job's cluster, one search per pipeline degree with its micro-batch count;
-    the plan with the shortest step wins. ValueError when no plan fits the budget."""
+    the plan with the shortest step wins. ValueError when no plan fits the budget. Under ``practice``
+    rules: the practice search and ``cost.step_estimate`` (``practice_plan.plan_estimate``)."""
+    if job.rules == "practice":
+        from .practice_plan import plan_estimate
+
+        return plan_estimate(job)
     model, cluster, _ = profiles(job)
     B, n = job.global_bsz, job.n_gpus
     t0 = time.perf_counter()

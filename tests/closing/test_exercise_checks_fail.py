@@ -11,7 +11,7 @@ import pytest
 
 from lib import exercises
 from lib.closing import exercises as ex
-from lib.closing.run import Job, one_run
+from lib.closing.run import one_run
 
 CHAPTER = "book/closing/01_one_run.md"
 CHECK = re.compile(r'^verdict = check\("(ch10\.\d+)", (\w+)\)$', re.M)
@@ -29,20 +29,20 @@ def _solution_tails() -> dict[str, tuple[str, str]]:
 
 def _wrong_answers() -> dict[str, list]:
     """Plausible mistakes for each exercise, computed with the library."""
-    r = ex.run_of(Job())
-    small = ex.run_of(replace(Job(), model=ex.OTHER_MODEL))
+    r = ex.run_of(ex.CHAPTER_JOB)
+    small = ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
     no_sync = replace(r.est, step_s=r.est.compute_s)
     return {
         "ch10.1": [r.goodput_backup, small.goodput_no_backup],  # 405B's own; forgot the backups
-        "ch10.2": [r.goodput_backup, ex.goodput_at(r, 21, r.fail_backup["interval_min"])],  # 2%; 1%
+        "ch10.2": [r.goodput_backup, ex.goodput_at(r, 2, r.fail_backup["interval_min"])],  # 2%; 2 replicas
         "ch10.3": [r.goodput_backup, one_run(r.job, no_sync).goodput_backup],  # unchanged; all removed
         "ch10.4": [r.job.storage_bw_gb_per_s, r.job.storage_bw_gb_per_s / 4,
-                   ex.bandwidth_for_kept(ex.run_of(replace(Job(), restart_min=0.0)))],  # ignoring restarts
+                   ex.bandwidth_for_kept(ex.run_of(replace(ex.CHAPTER_JOB, restart_min=0.0)))],  # ignoring restarts
     }
 
 
 def _run_tail(tail: str, name: str, value):
-    r, small = ex.run_of(Job()), ex.run_of(replace(Job(), model=ex.OTHER_MODEL))
+    r, small = ex.run_of(ex.CHAPTER_JOB), ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
     ns = {"check": exercises.check, "AT_DEFAULTS": True, "run": r, "small": small,
           # what solution 10.1 computes before its check (its predictions are asserted with it)
           "eff": small.eff_no_backup, "eff_405b": r.eff_no_backup,

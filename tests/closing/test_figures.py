@@ -36,7 +36,7 @@ def test_glue_texts_quote_the_stages():
     g = glue_texts(r)
     assert g["goodput_backup"] == f"{r.goodput_backup:.1%}" and g["n_gpus"] == "16,384 GPUs"
     assert g["llama3_effective"] == "90%" and g["rules"] == "galvatron2"
-    assert g["llama3_step_s"] == "6.2 s"
+    assert g["llama3_step_s"] == "6.8 s"
 
 
 def test_share_range_zooms_below_the_smallest_value():
@@ -51,7 +51,7 @@ def test_the_table_beside_llama3_labels_every_row():
         assert "(estimated" in ours  # ours: estimated
         assert "(quoted" in theirs or "(estimated from" in theirs or theirs == "not reported"
     assert "FSDP" in t.rows[1][1] and t.rows[1][2].startswith("TP 8 x PP 16 x DP 128")
-    assert t.rows[4][3] == "§3.3.4" and "6.2 s" in t.rows[3][2]
+    assert t.rows[4][3] == "§3.3.4" and "6.8 s" in t.rows[3][2]
 
 
 def test_sensitivity_glue_table_and_figure_cover_every_case():
@@ -77,3 +77,25 @@ def test_sweep_reuses_a_run_it_is_given(monkeypatch):
     monkeypatch.setattr(cf, "one_run", lambda job: searched.append(job.n_gpus) or run_of(job))
     runs = cf.sweep(Job(), (1024, 16_384), done=(done,))
     assert runs[1] is done and searched == [1024]
+
+
+def test_the_table_under_practice_sets_metas_layout_beside_the_plan():
+    from lib.closing.exercises import CHAPTER_JOB
+    from lib.closing.practice_plan import meta_beside
+    from lib.closing.report import meta_glue, model_tflops_per_gpu
+
+    r = run_of(CHAPTER_JOB)
+    meta, pub = meta_beside(CHAPTER_JOB)
+    t = llama3_table(r, meta, pub)
+    assert t.head[2] == "Meta's layout, priced" and len(t.rows) == 7
+    rows = {row[0]: row for row in t.rows}
+    assert rows["plan"][2].startswith("TP 8, PP 16, DP 128") and "CP 8" in rows["plan"][1]
+    assert rows["tokens/s per GPU"][3].startswith("151 (estimated from its quoted")
+    assert rows["TFLOP/s per GPU"][3].startswith("400 (quoted")
+    for row in t.rows[2:5]:
+        assert row[1].endswith("(estimated)") and row[2].endswith("(estimated)")
+    # the plan's TFLOP/s are the cost model's own (same convention as Meta's 400)
+    assert model_tflops_per_gpu(r) == pytest.approx(r.est.plan.terms["tflops_per_gpu"])
+    g = meta_glue(meta, pub)
+    assert g["llama3_tokens"] == "151 tokens/s" and g["meta_cfg_error"].startswith("-")
+    assert meta_glue(meta, None)["meta_cfg_error"] == "no published run"
