@@ -53,6 +53,13 @@ class PracticePlan:
     def label(self) -> str:
         return self.config.label()
 
+    @property
+    def bubble_share(self) -> float:
+        """The pipeline's idle time as a share of its useful time: (pp - 1) / (vp m) for 1F1B and interleaved
+        1F1B with m micro-batches per pipeline (Narayanan et al. 2021); 0 without pipelining."""
+        c = self.config
+        return (c.pp - 1) / (c.vp * self.terms["micro_batches"])
+
     def summary(self) -> str:
         t = self.terms
         return (f"{self.label()}: {t['micro_batches']} micro-batches of {self.config.micro_batch}, "

@@ -92,7 +92,8 @@ def meta_glue(meta, published) -> dict[str, str]:
     t = meta.terms
     out = {"meta_cfg": meta.label(), "meta_cfg_tokens": f"{t['tokens_per_s_per_gpu']:.0f} tokens/s",
            "meta_cfg_step_s": f"{t['step_s']:.2f} s", "meta_cfg_peak": f"{t['peak_gb']:.1f} GB",
-           "meta_cfg_error": "no published run", "llama3_tokens": "no published run"}
+           "meta_cfg_error": "no published run", "llama3_tokens": "no published run",
+           "meta_micro": f"{t['micro_batches']:,}", "meta_bubble": f"{meta.bubble_share:.0%}"}
     if published is not None:
         pub = published.measured.tokens_per_s_per_gpu
         out.update(meta_cfg_error=f"{t['tokens_per_s_per_gpu'] / pub - 1:+.1%}",

@@ -57,3 +57,17 @@ def test_practice_is_a_rule_set_of_the_job_and_errors_name_their_field():
         pp.practice_job(SimpleNamespace(cluster="tpu-pod"))
     with pytest.raises(ValueError, match="budget_gb=0.5"):
         pp.search(replace(CHAPTER_JOB, budget_gb=0.5))
+
+
+def test_the_bubble_is_why_the_plan_beats_metas_layout():
+    """The chapter's explanation: the same compute efficiency, Meta's 16 micro-batches over 16 stages idle for
+    15/16 of the useful time, the plan's 256 over 64 stages for 63/256; Meta's stages (7 or 8 layers) cannot
+    be interleaved by the rules."""
+    r = run_of(CHAPTER_JOB)
+    meta, _ = pp.meta_beside(CHAPTER_JOB)
+    assert meta.terms["efficiency"] == r.est.plan.terms["efficiency"]
+    assert meta.terms["micro_batches"] == 16 and meta.bubble_share == pytest.approx(15 / 16)
+    assert r.est.plan.bubble_share == pytest.approx((r.est.pp - 1) / r.est.plan.terms["micro_batches"])
+    assert r.est.plan.bubble_share < 0.3 and sorted(set(meta.terms["stage_layers"])) == [7, 8]
+    with pytest.raises(ValueError, match="vp=2"):
+        pp.price(CHAPTER_JOB, meta.config.with_(vp=2))
