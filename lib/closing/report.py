@@ -31,6 +31,8 @@ def model_tflops_per_gpu(r: OneRun) -> float:
 def plan_text(r: OneRun) -> str:
     """The plan's degrees, and on how many layers its data parallelism is sharded (FSDP / ZeRO-3)."""
     e = r.est
+    if e.cp > 1 or not e.plan.strategies():  # the practice planner's layout: one for every layer
+        return f"tp {e.tp} x cp {e.cp} x pp {e.pp} x dp {e.dp} ({r.job.rules} rules)"
     strategies = e.plan.strategies()
     n_sdp = sum(s.sdp for s in strategies)
     sharded = f" (FSDP on {n_sdp} of {len(strategies)} layers)" if n_sdp else ""

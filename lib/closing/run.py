@@ -21,11 +21,18 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
+from lib.galvatron.search import rules as search_rules
 from lib.galvatron.search.rules import PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
 from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
+
+
+def rule_names() -> list[str]:
+    """The cost rules a job may name: the layer-wise search's presets, and ``practice`` where the search
+    package has it (``lib.galvatron.search.rules.ALL_PRESETS``; priced by its own planner, ``practice.py``)."""
+    return sorted(getattr(search_rules, "ALL_PRESETS", PRESETS))
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,8 @@ class Job:
     checkpoint is written (GB = 1e9 bytes); per_gpu_mtbf_h, restart_min: the failure model; backup_share:
     extra data-parallel replicas as a share of the replicas; jitter, p_slow, slow_factor: the step model of
     Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node); rules: the
-    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's).
+    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's;
+    ``practice`` runs the practice planner instead, ``lib/closing/practice.py``).
     """
 
     model: str = "llama3-405b"
@@ -65,8 +73,8 @@ class Job:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
-        if not isinstance(self.rules, str) or self.rules not in PRESETS:
-            raise ValueError(f"rules must be one of {sorted(PRESETS)}; got {self.rules!r}")
+        if not isinstance(self.rules, str) or self.rules not in rule_names():
+            raise ValueError(f"rules must be one of {rule_names()}; got {self.rules!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -126,6 +134,7 @@ class PlanEstimate:
     dp: int
     model_state_bytes: float
     search_s: float
+    cp: int = 1  # context parallelism (the practice planner's): a replica is tp x cp x pp GPUs
 
     @property
     def sync_s(self) -> float:
@@ -133,8 +142,8 @@ class PlanEstimate:
 
     @property
     def replica_gpus(self) -> int:
-        """GPUs of one data-parallel replica: tp x pp (the unit a backup replaces)."""
-        return self.tp * self.pp
+        """GPUs of one data-parallel replica: tp x cp x pp (the unit a backup replaces)."""
+        return self.tp * self.cp * self.pp
 
 
 def _chunks(job: Job, pp: int) -> int:
@@ -145,7 +154,12 @@ def _chunks(job: Job, pp: int) -> int:
 
 def search_plan(job: Job) -> PlanEstimate:
     """Galvatron's search on the job's cluster, one search per pipeline degree with its micro-batch count;
-    the plan with the shortest step wins. ValueError when no plan fits the budget."""
+    the plan with the shortest step wins. ValueError when no plan fits the budget. Under ``rules="practice"``
+    the practice planner prices the step instead (``lib.closing.practice``)."""
+    if job.rules == "practice":
+        from .practice import practice_estimate
+
+        return practice_estimate(job)
     model, cluster, _ = profiles(job)
     B, n = job.global_bsz, job.n_gpus
     t0 = time.perf_counter()

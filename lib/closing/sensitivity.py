@@ -50,7 +50,7 @@ def meta_estimate(r: OneRun, tflops_per_gpu: float = LLAMA3_TFLOPS[LLAMA3_GPUS])
     if step <= e.compute_s:
         raise ValueError(f"tflops_per_gpu={tflops_per_gpu} gives a step of {step:.2f} s, no longer than the "
                          f"plan's computation {e.compute_s:.2f} s: nothing left for communication")
-    return replace(e, tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(j.n_gpus), step_s=step)
+    return replace(e, tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(j.n_gpus), cp=1, step_s=step)
 
 
 def _seq(job) -> int:
