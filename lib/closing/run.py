@@ -22,11 +22,18 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
-from lib.galvatron.search.rules import ALL_PRESETS, PRESETS
+from lib.galvatron.search import rules as search_rules
+from lib.galvatron.search.rules import PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
 from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
+
+
+def rule_names() -> list[str]:
+    """The cost rules a job may name: the layer-wise search's presets, and ``practice`` where the search
+    package has it (``lib.galvatron.search.rules.ALL_PRESETS``; priced by its own planner, ``practice_plan.py``)."""
+    return sorted(getattr(search_rules, "ALL_PRESETS", PRESETS))
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,8 @@ class Job:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
-        if not isinstance(self.rules, str) or self.rules not in ALL_PRESETS:
-            raise ValueError(f"rules must be one of {sorted(ALL_PRESETS)}; got {self.rules!r}")
+        if not isinstance(self.rules, str) or self.rules not in rule_names():
+            raise ValueError(f"rules must be one of {rule_names()}; got {self.rules!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -128,7 +135,7 @@ class PlanEstimate:
     dp: int
     model_state_bytes: float
     search_s: float
-    cp: int = 1                       # context parallelism (practice rules only)
+    cp: int = 1  # context parallelism (the practice planner's): a replica is tp x cp x pp GPUs
 
     @property
     def sync_s(self) -> float:
