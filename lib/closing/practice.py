@@ -56,19 +56,15 @@ def practice_job(job):
                      global_batch=job.global_bsz)
 
 
-def practice_estimate(job):
-    """The practice planner's best layout for ``job`` as the chain's ``PlanEstimate`` (see the module
-    docstring for the split of its step). ValueError when no layout fits."""
+def practice_layout(job) -> tuple[PracticePlan, float]:
+    """The practice planner's best layout for ``job`` and the seconds the search took; ``run.search_plan``
+    turns it into the chain's ``PlanEstimate`` (see the module docstring for the split of its step).
+    ValueError when no layout fits."""
     from lib.galvatron.search.practice_search import search_practice
-
-    from .run import PlanEstimate, model_state_bytes
 
     t0 = time.perf_counter()
     cfg, est, priced = search_practice(practice_job(job), "practice")
     if cfg is None:
         raise ValueError(f"no layout for {job.model} on {job.n_gpus} GPUs fits under rules='practice' "
                          f"({priced} priced)")
-    return PlanEstimate(plan=PracticePlan(cfg, est, priced), step_s=est["step_s"],
-                        compute_s=min(est["pipeline_s"], est["step_s"]), mem_gb=est["peak_bytes"] / 2**30,
-                        tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, cp=cfg.cp, model_state_bytes=model_state_bytes(job),
-                        search_s=time.perf_counter() - t0)
+    return PracticePlan(cfg, est, priced), time.perf_counter() - t0

@@ -157,9 +157,7 @@ def search_plan(job: Job) -> PlanEstimate:
     the plan with the shortest step wins. ValueError when no plan fits the budget. Under ``rules="practice"``
     the practice planner prices the step instead (``lib.closing.practice``)."""
     if job.rules == "practice":
-        from .practice import practice_estimate
-
-        return practice_estimate(job)
+        return _practice_estimate(job)
     model, cluster, _ = profiles(job)
     B, n = job.global_bsz, job.n_gpus
     t0 = time.perf_counter()
@@ -185,6 +183,17 @@ def search_plan(job: Job) -> PlanEstimate:
     return PlanEstimate(plan=plan, step_s=plan.est_iter_s, compute_s=compute,
                         mem_gb=plan.est_mem_mb_per_device / 1024, tp=first.tp, pp=plan.pp_deg, dp=first.dp,
                         model_state_bytes=model_state_bytes(job), search_s=time.perf_counter() - t0)
+
+
+def _practice_estimate(job: Job) -> PlanEstimate:
+    """The practice planner's layout as a ``PlanEstimate``: T_c its pipeline's time, T_sync the rest."""
+    from .practice import practice_layout
+
+    plan, search_s = practice_layout(job)
+    c, est = plan.config, plan.estimate
+    return PlanEstimate(plan=plan, step_s=est["step_s"], compute_s=min(est["pipeline_s"], est["step_s"]),
+                        mem_gb=est["peak_bytes"] / 2**30, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp,
+                        model_state_bytes=model_state_bytes(job), search_s=search_s)
 
 
 def model_state_bytes(job: Job) -> float:
