@@ -14,7 +14,8 @@ overlap leaves at the step's end: the pipeline sends not hidden and the data-par
 A data-parallel replica under this plan is tp x cp x pp GPUs (context-parallel ranks hold different parts of
 the same sequences, so no other GPU can stand in for one): that is the unit a backup replaces.
 
-Used in: lib/closing/run.py (``search_plan`` when ``Job.rules == "practice"``), book/closing/01_one_run.
+Used in: lib/closing/run.py (``search_plan`` when ``Job.rules == "practice"``; it builds the ``PlanEstimate``,
+so this module does not import run), book/closing/01_one_run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from lib.galvatron.search.layout import ParallelConfig
 from lib.galvatron.search.practice_search import search_practice
 
 from .llama3 import LLAMA3_PP, LLAMA3_TP
-from .run import PlanEstimate, model_state_bytes
 
 #: The GPU type (``data/hardware/gpus/``) of each cluster profile the closing chapter can run on.
 CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
@@ -116,17 +116,6 @@ def search(job) -> tuple[PracticePlan, float]:
         raise ValueError(f"no layout for {job.model} on {job.n_gpus} GPUs fits budget_gb={job.budget_gb} "
                          f"under the practice rules ({priced} priced)")
     return PracticePlan(cfg, terms, priced), took
-
-
-def plan_estimate(job, plan: PracticePlan | None = None, search_s: float = 0.0) -> PlanEstimate:
-    """The ``run.PlanEstimate`` of a practice plan (default: the search's pick for ``job``): step, compute
-    (the pipeline's time) and the rest as sync, peak memory in GiB, the degrees with ``cp``."""
-    if plan is None:
-        plan, search_s = search(job)
-    c, t = plan.config, plan.terms
-    return PlanEstimate(plan=plan, step_s=t["step_s"], compute_s=t["pipeline_s"], mem_gb=t["peak_bytes"] / 2**30,
-                        tp=c.tp, pp=c.pp, dp=c.dp, model_state_bytes=model_state_bytes(job), search_s=search_s,
-                        cp=c.cp)
 
 
 def meta_beside(job) -> tuple[PracticePlan, object]:

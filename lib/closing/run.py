@@ -156,11 +156,9 @@ def _chunks(job: Job, pp: int) -> int:
 def search_plan(job: Job) -> PlanEstimate:
     """Galvatron's search on the job's cluster, one search per pipeline degree with its micro-batch count;
     the plan with the shortest step wins. ValueError when no plan fits the budget. Under ``practice``
-    rules: the practice search and ``cost.step_estimate`` (``practice_plan.plan_estimate``)."""
+    rules: the practice search and ``cost.step_estimate`` (``_practice_estimate``)."""
     if job.rules == "practice":
-        from .practice_plan import plan_estimate
-
-        return plan_estimate(job)
+        return _practice_estimate(job)
     model, cluster, _ = profiles(job)
     B, n = job.global_bsz, job.n_gpus
     t0 = time.perf_counter()
@@ -186,6 +184,18 @@ def search_plan(job: Job) -> PlanEstimate:
     return PlanEstimate(plan=plan, step_s=plan.est_iter_s, compute_s=compute,
                         mem_gb=plan.est_mem_mb_per_device / 1024, tp=first.tp, pp=plan.pp_deg, dp=first.dp,
                         model_state_bytes=model_state_bytes(job), search_s=time.perf_counter() - t0)
+
+
+def _practice_estimate(job: Job) -> PlanEstimate:
+    """The practice planner's layout (``practice_plan.search``) as a ``PlanEstimate``: T_c its pipeline's
+    time, T_sync the rest (exposed sends and data-parallel collectives)."""
+    from .practice_plan import search as practice_search
+
+    plan, search_s = practice_search(job)
+    c, est = plan.config, plan.terms
+    return PlanEstimate(plan=plan, step_s=est["step_s"], compute_s=min(est["pipeline_s"], est["step_s"]),
+                        mem_gb=est["peak_bytes"] / 2**30, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp,
+                        model_state_bytes=model_state_bytes(job), search_s=search_s)
 
 
 def model_state_bytes(job: Job) -> float:
