@@ -79,7 +79,8 @@ def _traces(r: OneRun, y_max_s: float, y_max_min: float) -> list:
 
 def _title(r: OneRun) -> str:
     e = r.est
-    return (f"{r.job.n_gpus:,} GPUs: plan tp {e.tp} x pp {e.pp} x dp {e.dp}, goodput "
+    cp = f" x cp {e.cp}" if e.cp > 1 else ""
+    return (f"{r.job.n_gpus:,} GPUs: plan tp {e.tp}{cp} x pp {e.pp} x dp {e.dp}, goodput "
             f"{r.goodput_no_backup:.1%} plain, {r.goodput_backup:.1%} with {r.backup_gpus:,} backup GPUs "
             f"(estimated)")
 

@@ -71,3 +71,11 @@ def test_the_bubble_is_why_the_plan_beats_metas_layout():
     assert r.est.plan.bubble_share < 0.3 and sorted(set(meta.terms["stage_layers"])) == [7, 8]
     with pytest.raises(ValueError, match="vp=2"):
         pp.price(CHAPTER_JOB, meta.config.with_(vp=2))
+
+
+def test_the_slider_title_names_context_parallelism():
+    from lib.closing.figures import _title
+
+    r = run_of(CHAPTER_JOB)
+    assert "plan tp 4 x cp 8 x pp 64 x dp 8" in _title(r)
+    assert " cp " not in _title(run_of(cr.Job()))  # galvatron2's plans have none
