@@ -1,5 +1,5 @@
 """Reference answers to the exercises of the closing chapter (chapter 10), computed with the library; see
-lib/exercises.py.
+lib/exercises.py. Each is a whole computation through the chapter's stages, not one line of arithmetic.
 
 Used in: the exercises at the end of book/closing/01_one_run.
 """
@@ -9,42 +9,85 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from lib.straggler.model import FailureModel, backup_count
+from lib.straggler import model as sm
 
-from .run import Job, model_state_bytes, one_run
+from .run import Job, OneRun, failure_stage, one_run, step_efficiency
 
-#: Exercise 9.4's plan shape: Llama 3 405B's on 16,384 GPUs, tp 8 x pp 16 x dp 128 (quoted from its paper).
-LLAMA3_TP, LLAMA3_PP, LLAMA3_DP = 8, 16, 128
+#: The chapter's job at its defaults: Llama 3 405B on 16,384 GPUs under the practice cost rules.
+CHAPTER_JOB = Job(rules="practice")
+#: Exercise 10.1's model: Llama 3 70B, carried through the three stages on the chapter's 16,384 GPUs.
+OTHER_MODEL = "llama3-70b"
+#: Exercise 10.4's target: the kept share at which failures and checkpoints alone use up Meta's 10%.
+KEPT_TARGET = 0.90
 
 
 @lru_cache(maxsize=8)
-def run_of(job: Job):
+def run_of(job: Job) -> OneRun:
     """``one_run`` of a job, cached: several answers share one search."""
     return one_run(job)
 
 
-def checkpoint_min_by_hand(job: Job = Job()) -> float:
-    return model_state_bytes(job) / (job.storage_bw_gb_per_s * 1e9) / 60.0
+def other_model_goodput(job: Job = CHAPTER_JOB) -> float:
+    """Exercise 10.1: Llama 3 70B's goodput with backup replicas on the job's cluster (its own search)."""
+    return run_of(replace(job, model=OTHER_MODEL)).goodput_backup
 
 
-def llama3_backup_gpus(share: float = 0.02) -> int:
-    return backup_count(LLAMA3_DP, share) * LLAMA3_TP * LLAMA3_PP
+def goodput_at(r: OneRun, replicas: int, interval_min: float) -> float:
+    """Goodput of ``r``'s plan with ``replicas`` backup replicas and a checkpoint every ``interval_min``."""
+    job = replace(r.job, backup_share=replicas / r.est.dp)
+    eff = step_efficiency(job, r.est, replicas > 0)
+    f = failure_stage(job, r.est, replicas > 0)
+    kept = float(sm.checkpoint_shares(interval_min, f["mtbf_min"], f["checkpoint_min"], job.restart_min)["kept"])
+    return kept * eff
+
+
+def best_goodput(r: OneRun, max_replicas: int = 64) -> tuple[float, int, float]:
+    """Exercise 10.2: the best goodput over 0..``max_replicas`` backup replicas (fewer than the plan's
+    data-parallel replicas), each at its exact best interval (``lib.straggler.model.optimal_interval_min``):
+    (goodput, replicas, interval in minutes)."""
+    best = (-1.0, 0, 0.0)
+    for b in range(0, min(max_replicas, r.est.dp - 1) + 1):
+        job = replace(r.job, backup_share=b / r.est.dp)
+        f = failure_stage(job, r.est, b > 0)
+        tau = sm.optimal_interval_min(f["mtbf_min"], f["checkpoint_min"])
+        best = max(best, (goodput_at(r, b, tau), b, tau))
+    return best
+
+
+def halved_sync_goodput(r: OneRun) -> float:
+    """Exercise 10.3: goodput with backups if the communication the overlap leaves were halved (same plan)."""
+    est = replace(r.est, step_s=r.est.compute_s + r.est.sync_s / 2)
+    return one_run(r.job, est).goodput_backup
+
+
+def kept_at_bandwidth(r: OneRun, gb_per_s: float) -> float:
+    """The kept share (no backups, Young-Daly interval) if checkpoints were written at ``gb_per_s``."""
+    return failure_stage(replace(r.job, storage_bw_gb_per_s=gb_per_s), r.est, False)["kept"]
+
+
+def bandwidth_for_kept(r: OneRun, kept: float = KEPT_TARGET) -> float:
+    """Exercise 10.4: the storage bandwidth (GB/s) at which the kept share falls to ``kept`` (bisection on a
+    log scale; the kept share grows with the bandwidth)."""
+    lo, hi = 1e-3, r.job.storage_bw_gb_per_s * 1e3
+    if not kept_at_bandwidth(r, lo) < kept < kept_at_bandwidth(r, hi):
+        raise ValueError(f"kept must lie between the kept shares at {lo} and {hi} GB/s; got {kept!r}")
+    for _ in range(100):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if kept_at_bandwidth(r, mid) < kept else (lo, mid)
+    return (lo * hi) ** 0.5
 
 
 ANSWERS: dict[str, dict] = {
-    "ch10.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(Job().n_gpus),
-                  what="the cluster MTBF of the chapter's default cluster, from Meta's per-GPU figure",
-                  unit="min", rel_tol=1e-2),
-    "ch10.2": dict(answer=checkpoint_min_by_hand,
-                  what="minutes to write one checkpoint of the default model's states", unit="min",
-                  rel_tol=2e-2),
-    "ch10.3": dict(answer=lambda: run_of(replace(Job(), storage_bw_gb_per_s=Job().storage_bw_gb_per_s / 4))
-                  .fail_no_backup["interval_min"],
-                  what="the Young-Daly interval with a quarter of the storage bandwidth", unit="min",
-                  rel_tol=1e-2),
-    "ch10.4": dict(answer=llama3_backup_gpus,
-                  what="backup GPUs for 2% backup replicas of Llama 3's tp 8 x pp 16 x dp 128 plan",
-                  unit="GPUs", rel_tol=0.0, abs_tol=0.5),
-    "ch10.5": dict(answer=lambda: run_of(Job()).goodput_backup,
-                  what="the default job's goodput with backup replicas (estimated)", rel_tol=1e-3),
+    "ch10.1": dict(answer=other_model_goodput,
+                   what="Llama 3 70B's goodput with backup replicas on the chapter's 16,384 GPUs (estimated)",
+                   rel_tol=2e-3),
+    "ch10.2": dict(answer=lambda: best_goodput(run_of(CHAPTER_JOB))[0],
+                   what="the best goodput over the backup replicas and the checkpoint interval (estimated)",
+                   rel_tol=1e-3),
+    "ch10.3": dict(answer=lambda: halved_sync_goodput(run_of(CHAPTER_JOB)),
+                   what="the goodput with backups when the unhidden communication is halved (estimated)",
+                   rel_tol=2e-3),
+    "ch10.4": dict(answer=lambda: bandwidth_for_kept(run_of(CHAPTER_JOB)),
+                   what="the storage bandwidth at which the kept share falls to 90% (estimated)", unit="GB/s",
+                   rel_tol=2e-2),
 }

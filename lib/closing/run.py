@@ -1,8 +1,9 @@
-"""One training job followed through the book's three models: Galvatron's search picks a plan and estimates its
-step (Part II), the straggler model turns the step into a step efficiency with and without backups (Part III),
-and the failure model with a checkpoint cost from the plan's model states gives the Young-Daly interval and the
-kept fraction. Goodput = kept fraction x step efficiency. Every number is an estimate from the profiles named
-in ``Job``; nothing here is measured. Pure functions; numpy only.
+"""One training job followed through the book's three models: Galvatron's search (or, with ``rules="practice"``, the
+practice planner of ``practice_plan.py``) picks a plan and estimates its step (Part II), the straggler model turns
+the step into a step efficiency with and without backups (Part III), and the failure model with a checkpoint cost
+from the plan's model states gives the Young-Daly interval and the kept share. Goodput = kept share x step
+efficiency. Every number is an estimate from the profiles named in ``Job``; nothing here is measured. Pure
+functions; numpy only.
 
 Backups apply to data-parallel replicas only: a tensor- or pipeline-parallel shard holds a part of the model
 that no other GPU computes, so the step cannot close without it. A backup is a whole extra replica (tp x pp
@@ -21,13 +22,18 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
+from lib.galvatron.search import rules as search_rules
+from lib.galvatron.search.rules import PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
-#: The Llama 3 paper's effective training time (quoted): "higher than 90% effective training time".
-LLAMA3_EFFECTIVE_TRAINING = 0.90
-#: Llama 3 405B's global batch at its 16M tokens per step: 2,048 sequences of 8,192 tokens (quoted).
-LLAMA3_TOKENS_PER_STEP = 2048 * 8192
+from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
+
+
+def rule_names() -> list[str]:
+    """The cost rules a job may name: the layer-wise search's presets, and ``practice`` where the search
+    package has it (``lib.galvatron.search.rules.ALL_PRESETS``; priced by its own planner, ``practice_plan.py``)."""
+    return sorted(getattr(search_rules, "ALL_PRESETS", PRESETS))
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,13 @@ class Job:
     budget_gb: memory per GPU for the search (GiB); storage_bw_gb_per_s: what storage absorbs while a
     checkpoint is written (GB = 1e9 bytes); per_gpu_mtbf_h, restart_min: the failure model; backup_share:
     extra data-parallel replicas as a share of the replicas; jitter, p_slow, slow_factor: the step model of
-    Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node).
+    Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node); rules: the
+    search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's;
+    ``practice`` plans with ``practice_plan``).
     """
 
     model: str = "llama3-405b"
-    n_gpus: int = 1024
+    n_gpus: int = 16_384
     cluster: str = "h100-cluster"
     tokens_per_gpu: int = 1024
     budget_gb: float = 79.6
@@ -55,6 +63,7 @@ class Job:
     p_slow: float = sm.StepModel.p_slow
     slow_factor: float = sm.StepModel.slow_factor
     max_tp: int = 8
+    rules: str = "galvatron2"
 
     def __post_init__(self):
         if self.model not in SHAPES:
@@ -65,6 +74,8 @@ class Job:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
+        if not isinstance(self.rules, str) or self.rules not in rule_names():
+            raise ValueError(f"rules must be one of {rule_names()}; got {self.rules!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -124,6 +135,7 @@ class PlanEstimate:
     dp: int
     model_state_bytes: float
     search_s: float
+    cp: int = 1  # context parallelism (the practice planner's): a replica is tp x cp x pp GPUs
 
     @property
     def sync_s(self) -> float:
@@ -131,8 +143,8 @@ class PlanEstimate:
 
     @property
     def replica_gpus(self) -> int:
-        """GPUs of one data-parallel replica: tp x pp (the unit a backup replaces)."""
-        return self.tp * self.pp
+        """GPUs of one data-parallel replica: tp x cp x pp (the unit a backup replaces)."""
+        return self.tp * self.cp * self.pp
 
 
 def _chunks(job: Job, pp: int) -> int:
@@ -143,7 +155,10 @@ def _chunks(job: Job, pp: int) -> int:
 
 def search_plan(job: Job) -> PlanEstimate:
     """Galvatron's search on the job's cluster, one search per pipeline degree with its micro-batch count;
-    the plan with the shortest step wins. ValueError when no plan fits the budget."""
+    the plan with the shortest step wins. ValueError when no plan fits the budget. Under ``practice``
+    rules: the practice search and ``cost.step_estimate`` (``_practice_estimate``)."""
+    if job.rules == "practice":
+        return _practice_estimate(job)
     model, cluster, _ = profiles(job)
     B, n = job.global_bsz, job.n_gpus
     t0 = time.perf_counter()
@@ -151,7 +166,8 @@ def search_plan(job: Job) -> PlanEstimate:
     best, notes = None, []
     for pp in sorted({s.pp for s in strats}):
         mine = [s for s in strats if s.pp == pp]
-        res = search(model, cluster, job.budget_gb, strategies=mine, batch_sizes=[B], chunks=_chunks(job, pp))
+        res = search(model, cluster, job.budget_gb, strategies=mine, batch_sizes=[B], chunks=_chunks(job, pp),
+                     rules=job.rules)
         if res.feasible and (best is None or res.plan.est_iter_s < best.plan.est_iter_s):
             best = res
         elif not res.feasible:
@@ -162,12 +178,24 @@ def search_plan(job: Job) -> PlanEstimate:
     strategies, layers = plan.strategies(), model.layers()
     compute = 0.0
     for lt, s in zip(layers, strategies):
-        terms = layer_time_terms(lt, s, B, cluster, plan.chunks, model.extra_overhead_ms)
+        terms = layer_time_terms(lt, s, B, cluster, plan.chunks, model.extra_overhead_ms, PRESETS[job.rules])
         compute += (terms["fwd_ms"] + terms["bwd_ms"]) * terms["bubble_factor"] * terms["total_s"] / terms["total_ms_24"]
     first = strategies[0]
     return PlanEstimate(plan=plan, step_s=plan.est_iter_s, compute_s=compute,
                         mem_gb=plan.est_mem_mb_per_device / 1024, tp=first.tp, pp=plan.pp_deg, dp=first.dp,
                         model_state_bytes=model_state_bytes(job), search_s=time.perf_counter() - t0)
+
+
+def _practice_estimate(job: Job) -> PlanEstimate:
+    """The practice planner's layout (``practice_plan.search``) as a ``PlanEstimate``: T_c its pipeline's
+    time, T_sync the rest (exposed sends and data-parallel collectives)."""
+    from .practice_plan import search as practice_search
+
+    plan, search_s = practice_search(job)
+    c, est = plan.config, plan.terms
+    return PlanEstimate(plan=plan, step_s=est["step_s"], compute_s=min(est["pipeline_s"], est["step_s"]),
+                        mem_gb=est["peak_bytes"] / 2**30, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp,
+                        model_state_bytes=model_state_bytes(job), search_s=search_s)
 
 
 def model_state_bytes(job: Job) -> float:
@@ -190,15 +218,15 @@ def backup_replicas(job: Job, est: PlanEstimate) -> int:
     return sm.backup_count(est.dp, job.backup_share)
 
 
-def step_efficiency(job: Job, est: PlanEstimate, backups: bool) -> float:
+def step_efficiency(job: Job, est: PlanEstimate, backups: bool, step: sm.StepModel | None = None) -> float:
     """Step efficiency of the plan's step at the job's GPU count, with or without backup replicas.
 
     Without: ``lib.straggler.model.step_efficiency(N)``. With b backup replicas of r = tp x pp GPUs: N + b r
     GPUs draw slow GPUs, the step waits for all but the b slowest replicas (each slow GPU sits in its own
     replica: slow GPUs are rare), and the b r GPUs are charged as cost. That is the model's expected step with
     b dropped and the Poisson rate (N + b r) p, so it is computed as ``expected_step_s(N, b)`` with p scaled
-    by (N + b r) / (N + b)."""
-    step, n = step_model(job, est), job.n_gpus
+    by (N + b r) / (N + b). ``step``: another step model for the same plan (default: ``step_model``)."""
+    step, n = (step_model(job, est) if step is None else step), job.n_gpus
     if not backups:
         return sm.step_efficiency(n, 0, step)
     b = backup_replicas(job, est)
@@ -213,7 +241,7 @@ def checkpoint_min(job: Job, est: PlanEstimate) -> float:
 
 
 def failure_stage(job: Job, est: PlanEstimate, backups: bool) -> dict:
-    """Cluster MTBF (backup GPUs fail too), checkpoint cost, Young-Daly interval and the kept fraction at it."""
+    """Cluster MTBF (backup GPUs fail too), checkpoint cost, Young-Daly interval and the kept share at it."""
     fm = sm.FailureModel(per_gpu_mtbf_h=job.per_gpu_mtbf_h, checkpoint_min=checkpoint_min(job, est),
                          restart_min=job.restart_min)
     extra = backup_replicas(job, est) * est.replica_gpus if backups else 0

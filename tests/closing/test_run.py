@@ -72,8 +72,11 @@ def test_the_16k_cluster_is_searchable():
     ("cluster", "tpu-pod"),
 ])
 def test_bad_inputs_name_the_field(field, bad):
+    kwargs = {field: bad}
+    if (field, bad) == ("tokens_per_gpu", 100):
+        kwargs["n_gpus"] = 256  # 100 x 256 tokens are not whole sequences (100 x 16,384 would be)
     with pytest.raises(ValueError) as e:
-        cr.Job(**{field: bad})
+        cr.Job(**kwargs)
     msg = str(e.value)
     assert "\n" not in msg
     assert field in msg or (field == "tokens_per_gpu" and "tokens_per_gpu" in msg)
@@ -83,3 +86,22 @@ def test_a_budget_no_plan_fits_is_one_line():
     with pytest.raises(ValueError, match="budget_gb=4") as e:
         cr.search_plan(cr.Job(n_gpus=256, budget_gb=4.0))
     assert "\n" not in str(e.value)
+
+
+def test_the_cost_rules_are_a_parameter_and_reach_the_search():
+    assert cr.Job().rules == "galvatron2" and cr.Job().n_gpus == 16_384
+    with pytest.raises(ValueError, match="rules must be one of") as e:
+        cr.Job(rules="nonsense")
+    assert "\n" not in str(e.value)
+
+
+def test_the_jobs_rules_reach_every_search(monkeypatch):
+    seen, real = [], cr.search
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("rules"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cr, "search", spy)
+    cr.search_plan(cr.Job(n_gpus=256, model="llama3-8b", tokens_per_gpu=8192, rules="vldb2023"))
+    assert seen and set(seen) == {"vldb2023"}

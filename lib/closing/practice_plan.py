@@ -1,0 +1,130 @@
+"""The closing chapter's stage 1 under the ``practice`` cost rules: the planner of
+``lib/galvatron/search/practice_search.py`` picks the layout (TP, CP, PP, DP, interleaving, micro-batch, ZeRO
+stage, recompute) and ``cost.step_estimate`` prices its whole step; nothing here is measured.
+
+The global batch is the user's, not a knob: ``Job.global_bsz`` sequences of the shape's length (Llama 3 405B
+on 16,384 GPUs: 2,048 sequences of 8,192 tokens, as the published run in
+``data/published_runs/calibration.json`` states). The memory limit is ``Job.budget_gb``.
+
+The step is split for Part III's step model as follows: ``compute_s`` is the pipeline's time (each stage's
+computation, the tensor-parallel messages inside its layers and the pipeline bubble), the part a slow GPU
+stretches, since a 1F1B pipeline runs at the pace of its slowest stage; ``sync_s`` is the communication the
+overlap leaves at the step's end: the pipeline sends not hidden and the data-parallel / ZeRO collectives.
+
+A data-parallel replica under this plan is tp x cp x pp GPUs (context-parallel ranks hold different parts of
+the same sequences, so no other GPU can stand in for one): that is the unit a backup replaces.
+
+Used in: lib/closing/run.py (``search_plan`` when ``Job.rules == "practice"``; it builds the ``PlanEstimate``,
+so this module does not import run), book/closing/01_one_run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+
+from lib import hardware
+from lib.galvatron.search.analytic import SHAPES
+from lib.galvatron.search.cost import step_estimate
+from lib.galvatron.search.efficiency import load_gpu
+from lib.galvatron.search.layout import Job as LayoutJob
+from lib.galvatron.search.layout import ParallelConfig
+from lib.galvatron.search.practice_search import search_practice
+
+from .llama3 import LLAMA3_PP, LLAMA3_TP
+
+#: The GPU type (``data/hardware/gpus/``) of each cluster profile the closing chapter can run on.
+CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
+#: The published runs of Llama 3 405B (``data/published_runs/``, the calibration set's schema).
+PUBLISHED_RUNS = "data/published_runs/calibration.json"
+#: Models without dropout layers (Llama's architecture has none, as the published runs state).
+NO_DROPOUT = ("llama3-8b", "llama3-70b", "llama3-405b")
+
+
+@dataclass(frozen=True)
+class PracticePlan:
+    """A layout the practice search picked (or Meta's, priced), with ``cost.step_estimate``'s terms."""
+
+    config: ParallelConfig
+    terms: dict
+    priced: int = 0                   # layouts the search priced (0: priced alone, not searched)
+
+    def label(self) -> str:
+        return self.config.label()
+
+    @property
+    def bubble_share(self) -> float:
+        """The pipeline's idle time as a share of its useful time: (pp - 1) / (vp m) for 1F1B and interleaved
+        1F1B with m micro-batches per pipeline (Narayanan et al. 2021); 0 without pipelining."""
+        c = self.config
+        return (c.pp - 1) / (c.vp * self.terms["micro_batches"])
+
+    def summary(self) -> str:
+        t = self.terms
+        return (f"{self.label()}: {t['micro_batches']} micro-batches of {self.config.micro_batch}, "
+                f"{t['schedule']} schedule; step {t['step_s']:.2f} s = pipeline {t['pipeline_s']:.2f} s "
+                f"+ exposed sends {t['p2p_s']:.2f} s + exposed data-parallel {t['dp_s']:.2f} s; "
+                f"{t['tokens_per_s_per_gpu']:.1f} tokens/s/GPU, {t['tflops_per_gpu']:.0f} TFLOP/s/GPU, "
+                f"peak {t['peak_gb']:.1f} GB")
+
+
+def practice_job(job) -> LayoutJob:
+    """The closing ``Job`` as the practice cost model's ``layout.Job``: the model shape, the cluster's GPU
+    type with ``budget_gb`` as its usable memory, the cluster's port speed, the global batch in sequences."""
+    gpu_name = CLUSTER_GPU.get(job.cluster)
+    if gpu_name is None:
+        raise ValueError(f"cluster must be one of {sorted(CLUSTER_GPU)} under the practice rules; "
+                         f"got {job.cluster!r}")
+    prof = hardware.load_cluster(job.cluster)
+    gpu = replace(load_gpu(gpu_name), usable_mem_bytes=job.budget_gb * 2**30)
+    return LayoutJob(shape=SHAPES[job.model], gpu=gpu, n_gpus=job.n_gpus, gpus_per_node=prof.gpus_per_node,
+                     port_gb_s=prof.fabric["peak_bw_bytes_per_s"] / 1e9, global_batch=job.global_bsz,
+                     dtype="bf16", dropout=job.model not in NO_DROPOUT)
+
+
+def meta_config(n_gpus: int) -> ParallelConfig:
+    """Meta's layout for Llama 3 405B (Table 4): TP 8, PP 16, DP = GPUs / 128, ZeRO-1, sequence parallel,
+    micro-batch 1, no recompute: the fields of the published run, nulls filled as ``validate`` fills them."""
+    if n_gpus % (LLAMA3_TP * LLAMA3_PP):
+        raise ValueError(f"n_gpus must be a multiple of {LLAMA3_TP * LLAMA3_PP} for Meta's layout; "
+                         f"got {n_gpus!r}")
+    return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=n_gpus // (LLAMA3_TP * LLAMA3_PP),
+                          sequence_parallel=True, zero=1)
+
+
+def published_llama3(n_gpus: int):
+    """The published Llama 3 405B run on ``n_gpus`` (8,192 or 16,384) of ``PUBLISHED_RUNS``, or None."""
+    from lib.galvatron.published import load_runs
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    runs = {r.name: r for r in load_runs(os.path.join(root, PUBLISHED_RUNS)).runs}
+    return runs.get(f"llama3-405b-{n_gpus}-8192")
+
+
+def price(job, cfg: ParallelConfig) -> PracticePlan:
+    """One layout priced under ``practice`` for ``job`` (no search)."""
+    return PracticePlan(cfg, step_estimate(practice_job(job), cfg, "practice"))
+
+
+def search(job) -> tuple[PracticePlan, float]:
+    """(the practice search's pick for ``job``, seconds the search took). ValueError when nothing fits."""
+    t0 = time.perf_counter()
+    cfg, terms, priced = search_practice(practice_job(job), "practice")
+    took = time.perf_counter() - t0
+    if cfg is None:
+        raise ValueError(f"no layout for {job.model} on {job.n_gpus} GPUs fits budget_gb={job.budget_gb} "
+                         f"under the practice rules ({priced} priced)")
+    return PracticePlan(cfg, terms, priced), took
+
+
+def meta_beside(job) -> tuple[PracticePlan, object]:
+    """Meta's layout on ``job``'s GPUs priced under ``practice`` and the published run it comes from (the
+    run's own fields, as ``validate`` prices it), or ``meta_config`` and None where no run was published
+    at that size."""
+    run = published_llama3(job.n_gpus) if job.model == "llama3-405b" else None
+    if run is None:
+        return price(job, meta_config(job.n_gpus)), None
+    from lib.galvatron.published import to_config
+
+    return price(job, to_config(run)), run
