@@ -1,4 +1,4 @@
-"""Reference answers to the exercises of the closing chapter (chapter 10), computed with the library; see
+"""Reference answers to the exercises of the closing chapter (chapter 11), computed with the library; see
 lib/exercises.py. Each is a whole computation through the chapter's stages, not one line of arithmetic.
 
 Used in: the exercises at the end of book/closing/01_one_run.
@@ -15,9 +15,9 @@ from .run import Job, OneRun, failure_stage, one_run, step_efficiency
 
 #: The chapter's job at its defaults: Llama 3 405B on 16,384 GPUs under the practice cost rules.
 CHAPTER_JOB = Job(rules="practice")
-#: Exercise 10.1's model: Llama 3 70B, carried through the three stages on the chapter's 16,384 GPUs.
+#: Exercise 11.1's model: Llama 3 70B, carried through the three stages on the chapter's 16,384 GPUs.
 OTHER_MODEL = "llama3-70b"
-#: Exercise 10.4's target: the kept share at which failures and checkpoints alone use up Meta's 10%.
+#: Exercise 11.4's target: the kept share at which failures and checkpoints alone use up Meta's 10%.
 KEPT_TARGET = 0.90
 
 
@@ -28,7 +28,7 @@ def run_of(job: Job) -> OneRun:
 
 
 def other_model_goodput(job: Job = CHAPTER_JOB) -> float:
-    """Exercise 10.1: Llama 3 70B's goodput with backup replicas on the job's cluster (its own search)."""
+    """Exercise 11.1: Llama 3 70B's goodput with backup replicas on the job's cluster (its own search)."""
     return run_of(replace(job, model=OTHER_MODEL)).goodput_backup
 
 
@@ -42,7 +42,7 @@ def goodput_at(r: OneRun, replicas: int, interval_min: float) -> float:
 
 
 def best_goodput(r: OneRun, max_replicas: int = 64) -> tuple[float, int, float]:
-    """Exercise 10.2: the best goodput over 0..``max_replicas`` backup replicas (fewer than the plan's
+    """Exercise 11.2: the best goodput over 0..``max_replicas`` backup replicas (fewer than the plan's
     data-parallel replicas), each at its exact best interval (``lib.straggler.model.optimal_interval_min``):
     (goodput, replicas, interval in minutes)."""
     best = (-1.0, 0, 0.0)
@@ -55,7 +55,7 @@ def best_goodput(r: OneRun, max_replicas: int = 64) -> tuple[float, int, float]:
 
 
 def halved_sync_goodput(r: OneRun) -> float:
-    """Exercise 10.3: goodput with backups if the communication the overlap leaves were halved (same plan)."""
+    """Exercise 11.3: goodput with backups if the communication the overlap leaves were halved (same plan)."""
     est = replace(r.est, step_s=r.est.compute_s + r.est.sync_s / 2)
     return one_run(r.job, est).goodput_backup
 
@@ -66,7 +66,7 @@ def kept_at_bandwidth(r: OneRun, gb_per_s: float) -> float:
 
 
 def bandwidth_for_kept(r: OneRun, kept: float = KEPT_TARGET) -> float:
-    """Exercise 10.4: the storage bandwidth (GB/s) at which the kept share falls to ``kept`` (bisection on a
+    """Exercise 11.4: the storage bandwidth (GB/s) at which the kept share falls to ``kept`` (bisection on a
     log scale; the kept share grows with the bandwidth)."""
     lo, hi = 1e-3, r.job.storage_bw_gb_per_s * 1e3
     if not kept_at_bandwidth(r, lo) < kept < kept_at_bandwidth(r, hi):
@@ -78,16 +78,16 @@ def bandwidth_for_kept(r: OneRun, kept: float = KEPT_TARGET) -> float:
 
 
 ANSWERS: dict[str, dict] = {
-    "ch10.1": dict(answer=other_model_goodput,
+    "ch11.1": dict(answer=other_model_goodput,
                    what="Llama 3 70B's goodput with backup replicas on the chapter's 16,384 GPUs (estimated)",
                    rel_tol=2e-3),
-    "ch10.2": dict(answer=lambda: best_goodput(run_of(CHAPTER_JOB))[0],
+    "ch11.2": dict(answer=lambda: best_goodput(run_of(CHAPTER_JOB))[0],
                    what="the best goodput over the backup replicas and the checkpoint interval (estimated)",
                    rel_tol=1e-3),
-    "ch10.3": dict(answer=lambda: halved_sync_goodput(run_of(CHAPTER_JOB)),
+    "ch11.3": dict(answer=lambda: halved_sync_goodput(run_of(CHAPTER_JOB)),
                    what="the goodput with backups when the unhidden communication is halved (estimated)",
                    rel_tol=2e-3),
-    "ch10.4": dict(answer=lambda: bandwidth_for_kept(run_of(CHAPTER_JOB)),
+    "ch11.4": dict(answer=lambda: bandwidth_for_kept(run_of(CHAPTER_JOB)),
                    what="the storage bandwidth at which the kept share falls to 90% (estimated)", unit="GB/s",
                    rel_tol=2e-2),
 }

@@ -1,4 +1,4 @@
-"""Every final check of chapter 10's exercises can fail: each solution's own closing lines (from its
+"""Every final check of chapter 11's exercises can fail: each solution's own closing lines (from its
 ``check(...)`` call on) run once with the reference answer, where they pass, and once with each of a few
 plausible wrong answers, where they must raise. Also: the chapter's computed claims have hidden check cells."""
 
@@ -14,7 +14,7 @@ from lib.closing import exercises as ex
 from lib.closing.run import one_run
 
 CHAPTER = "book/closing/01_one_run.md"
-CHECK = re.compile(r'^verdict = check\("(ch10\.\d+)", (\w+)\)$', re.M)
+CHECK = re.compile(r'^verdict = check\("(ch11\.\d+)", (\w+)\)$', re.M)
 
 
 def _solution_tails() -> dict[str, tuple[str, str]]:
@@ -33,10 +33,10 @@ def _wrong_answers() -> dict[str, list]:
     small = ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
     no_sync = replace(r.est, step_s=r.est.compute_s)
     return {
-        "ch10.1": [r.goodput_backup, small.goodput_no_backup],  # 405B's own; forgot the backups
-        "ch10.2": [r.goodput_backup, ex.goodput_at(r, 2, r.fail_backup["interval_min"])],  # 2%; 2 replicas
-        "ch10.3": [r.goodput_backup, one_run(r.job, no_sync).goodput_backup],  # unchanged; all removed
-        "ch10.4": [r.job.storage_bw_gb_per_s, r.job.storage_bw_gb_per_s / 4,
+        "ch11.1": [r.goodput_backup, small.goodput_no_backup],  # 405B's own; forgot the backups
+        "ch11.2": [r.goodput_backup, ex.goodput_at(r, 2, r.fail_backup["interval_min"])],  # 2%; 2 replicas
+        "ch11.3": [r.goodput_backup, one_run(r.job, no_sync).goodput_backup],  # unchanged; all removed
+        "ch11.4": [r.job.storage_bw_gb_per_s, r.job.storage_bw_gb_per_s / 4,
                    ex.bandwidth_for_kept(ex.run_of(replace(ex.CHAPTER_JOB, restart_min=0.0)))],  # ignoring restarts
     }
 
@@ -52,10 +52,10 @@ def _run_tail(tail: str, name: str, value):
 
 
 def test_every_checked_exercise_is_found():
-    assert set(_solution_tails()) == set(exercises.references(10)) == {"ch10.1", "ch10.2", "ch10.3", "ch10.4"}
+    assert set(_solution_tails()) == set(exercises.references(11)) == {"ch11.1", "ch11.2", "ch11.3", "ch11.4"}
 
 
-@pytest.mark.parametrize("ex_id", ["ch10.1", "ch10.2", "ch10.3", "ch10.4"])
+@pytest.mark.parametrize("ex_id", ["ch11.1", "ch11.2", "ch11.3", "ch11.4"])
 def test_a_wrong_answer_fails_the_solutions_own_check(ex_id):
     name, tail = _solution_tails()[ex_id]
     assert "assert verdict" in tail
