@@ -28,22 +28,23 @@ def _mb(x) -> int:
 def solve(time, mem, trans, E):
     """Least total time of one stage under a budget of ``E`` MB.
 
-    ``time[i][s]`` (s) and ``mem[i][s]`` (MB) of layer i under strategy s; ``trans[i][a][b]`` the cost of
-    entering layer i under b from a (ignored for i = 0). Returns (cost, choice, used_mb), or
-    (inf, (), 0) when nothing fits."""
+    ``time[i][s]`` (s) and ``mem[i][s]`` (MB) of layer i under strategy s;
+    ``trans[i][a][b]`` the cost of entering layer i under b from a (ignored for
+    i = 0). Returns (cost, choice, used_mb), or (inf, (), 0) when nothing fits."""
     L, S, E = len(time), len(time[0]), int(math.floor(E))
     if E < 0:
         return INF, (), 0
     mem = [[_mb(x) for x in row] for row in mem]
-    f = [[0.0] * S for _ in range(E + 1)]           # f[v][s] before the first layer: nothing used, no time
-    back = []                                       # back[i][v][s]: the best previous strategy s'
+    # f[v][s] before the first layer: nothing used, no time
+    f = [[0.0] * S for _ in range(E + 1)]
+    back = []  # back[i][v][s]: the best previous strategy s'
     for i in range(L):
         new = [[INF] * S for _ in range(E + 1)]
         arg = [[-1] * S for _ in range(E + 1)]
         for v in range(E + 1):
             for s in range(S):
                 if mem[i][s] > v:
-                    continue                        # layer i under s alone needs more than v MB
+                    continue  # layer i under s alone needs more than v MB
                 prev = f[v - mem[i][s]]
                 for sp in range(S):
                     c = prev[sp] + (trans[i][sp][s] if i else 0.0)
