@@ -20,7 +20,12 @@ import zipfile
 NAME = "parallelism_rebuilt_lib"
 VERSION = "0.1.0"
 #: Packages under lib/ that need torch (or start processes) and cannot run in the browser.
-EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py")
+EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py",
+           # the published-runs readers and what builds on them (pydantic, tqdm): the book's, not a widget's
+           "lib/galvatron/published.py", "lib/galvatron/validate.py", "lib/galvatron/practice_report.py",
+           "lib/galvatron/practice_figures.py", "lib/galvatron/exercises_practice.py",
+           # files read back by the command-line tools (pydantic)
+           "lib/readback.py", "lib/runlog_schema.py")
 #: Data folders the kept modules read.
 DATA = ("data/galvatron", "data/hardware")
 REQUIRES = ("numpy", "plotly")
