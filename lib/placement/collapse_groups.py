@@ -20,6 +20,8 @@ import os
 import time
 from dataclasses import replace
 
+from lib.placement import collapse_study
+
 DEFAULT_PATH = os.path.join("data", "runs", "collapse_groups.json")
 
 #: Chapter 3's experiments: (name, EnvSpec fields, TrainConfig fields).
@@ -103,12 +105,9 @@ def run_study(seeds=(0, 1, 2, 3), max_updates: int = 120, settings=SETTINGS, pro
 
 
 def read_study(path: str = DEFAULT_PATH) -> dict:
-    """The committed study, checked for the fields chapter 3 draws."""
-    with open(path) as f:
-        d = json.load(f)
-    for key in ("rows", "seeds", "max_updates", "profile"):
-        if key not in d:
-            raise ValueError(f"{path}: missing field {key!r}")
+    """The committed study, checked for the fields chapter 3 draws (those of chapter 2's study, and one date per
+    seed in every row)."""
+    d = collapse_study.read_study(path)
     for r in d["rows"]:
         if len(r["collapse"]) != len(d["seeds"]):
             raise ValueError(f"{path}: row {r['factor']}: {r['value']} has {len(r['collapse'])} dates for "

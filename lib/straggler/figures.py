@@ -175,6 +175,19 @@ def _bars(pieces, name, colour, pattern=None):
                   orientation="h", name=name, marker=dict(color=colour, pattern=pattern, line_width=0))
 
 
+def day_traces(run, failure: FailureModel) -> list:
+    """The traces of one recorded run, one row per day: kept, thrown away, restarts, checkpoints written.
+    Used by the timeline figure and chapter 10's five-ways panel."""
+    rows = day_rows(run, failure.checkpoint_min, failure.restart_min)
+    ck = rows["checkpoints"]
+    return [_bars(rows["kept"], "training kept", PALETTE["good"]),
+            _bars(rows["lost"], "training thrown away", PALETTE["bad"], dict(shape="/", fgcolor="white")),
+            _bars(rows["restart"], "restart", PALETTE["neutral"]),
+            go.Scatter(x=[round(h, 4) for _, h in ck], y=[d for d, _ in ck], mode="markers",
+                       name="checkpoint written", marker=dict(symbol="line-ns", size=14, line=dict(
+                           width=1.2, color=PALETTE["primary"])))]
+
+
 def timeline_figure(n_gpus: int = 16_384, intervals_min=None, active_min: float | None = None, days: float = 14.0,
                     seed: int = 0, failure: FailureModel = FailureModel()):
     """One row per day of one seeded run, one frame per checkpoint interval; every frame sees the same failures."""
@@ -185,14 +198,7 @@ def timeline_figure(n_gpus: int = 16_384, intervals_min=None, active_min: float 
     frames = []
     for tau in intervals_min:
         run = simulate_run(tau, mtbf, gaps, days * 1440, failure.checkpoint_min, failure.restart_min, record=True)
-        rows = day_rows(run, failure.checkpoint_min, failure.restart_min)
-        ck = rows["checkpoints"]
-        data = [_bars(rows["kept"], "training kept", PALETTE["good"]),
-                _bars(rows["lost"], "training thrown away", PALETTE["bad"], dict(shape="/", fgcolor="white")),
-                _bars(rows["restart"], "restart", PALETTE["neutral"]),
-                go.Scatter(x=[round(h, 4) for _, h in ck], y=[d for d, _ in ck], mode="markers",
-                           name="checkpoint written", marker=dict(symbol="line-ns", size=14, line=dict(
-                               width=1.2, color=PALETTE["primary"])))]
+        data = day_traces(run, failure)
         title = (f"every {tau:.1f} min: {_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away "
                  f"(with restarts); "
                  f"{run.checkpoint_share:.1%} writing checkpoints; {run.kept_share:.1%} kept")

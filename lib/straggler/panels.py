@@ -12,7 +12,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, _bars, _base, _count, _gpus, day_rows,
+from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, _base, _count, _gpus, day_traces,
                                    efficiency_curves, page_marks, step_view_draw)
 from lib.straggler.model import (FailureModel, StepModel, backup_count, expected_segment_min, step_efficiency,
                                  young_daly_min)
@@ -146,14 +146,7 @@ def run_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
     frames = []
     for row in comparison.rows:
         run = runs[row.name]
-        rows = day_rows(run, failure.checkpoint_min, failure.restart_min)
-        ck = rows["checkpoints"]
-        data = [_bars(rows["kept"], "training kept", PALETTE["good"]),
-                _bars(rows["lost"], "training thrown away", PALETTE["bad"], dict(shape="/", fgcolor="white")),
-                _bars(rows["restart"], "restart", PALETTE["neutral"]),
-                go.Scatter(x=[round(h, 4) for _, h in ck], y=[d for d, _ in ck], mode="markers",
-                           name="checkpoint written", marker=dict(symbol="line-ns", size=14, line=dict(
-                               width=1.2, color=PALETTE["primary"])))]
+        data = day_traces(run, failure)
         title = (f"{row.name}: every {row.interval_min:.1f} min on {_gpus(row.n_gpus, row.n_backup)}: "
                  f"{_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away (with restarts); "
                  f"{run.checkpoint_share:.1%} writing; {run.kept_share:.1%} kept x {row.step_efficiency:.1%} "
