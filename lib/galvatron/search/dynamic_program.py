@@ -142,47 +142,10 @@ def brute_force(time_s, mem_mb, trans_s, budget_mb: int) -> DPResult:
 
 def dp_solve_python(time_s, mem_mb, trans_s, budget_mb: int) -> DPResult:
     """The same recurrence as ``dp_solve`` in plain Python loops over every memory level v = 0..budget (as the
-    artifact's ``DPAlg`` does): the like-for-like baseline for timing ``dp_solve`` (benchmarks/bench_search.py,
-    03_the_search). Exact; first index on ties."""
-    t = [[float(x) for x in row] for row in np.asarray(time_s, float)]
-    r = [[[float(x) for x in row] for row in layer] for layer in np.asarray(trans_s, float)]
-    mem = [[int(x) for x in row] for row in _ints(mem_mb)]
-    L, S = len(t), len(t[0])
-    E = int(math.floor(budget_mb))
-    if E < 0:
-        return DPResult(False, math.inf, (), 0)
-    inf = math.inf
-    f = [[0.0] * S for _ in range(E + 1)]
-    marks = []
-    for i in range(L):
-        new = [[inf] * S for _ in range(E + 1)]
-        mark = [[-1] * S for _ in range(E + 1)]
-        ri = r[i]
-        for v in range(E + 1):
-            for s in range(S):
-                w = mem[i][s]
-                if v < w:
-                    continue
-                prev = f[v - w]
-                best, arg = inf, -1
-                for sp in range(S):
-                    c = prev[sp] + (ri[sp][s] if i else 0.0)
-                    if c < best:
-                        best, arg = c, sp
-                if arg >= 0:
-                    new[v][s] = best + t[i][s]
-                    mark[v][s] = arg
-        f = new
-        marks.append(mark)
-    s = min(range(S), key=lambda k: f[E][k])
-    best = f[E][s]
-    if best == inf:
-        return DPResult(False, math.inf, (), 0)
-    choice, v = [s], E
-    for i in range(L - 1, 0, -1):
-        prev = marks[i][v][s]
-        v -= mem[i][s]
-        s = prev
-        choice.append(s)
-    choice = tuple(reversed(choice))
-    return DPResult(True, float(best), choice, int(sum(mem[i][c] for i, c in enumerate(choice))))
+    artifact's ``DPAlg`` does): ``dp_readable.solve``, the version chapter 7 prints, as a ``DPResult``. Exact;
+    first index on ties."""
+    from .dp_readable import solve
+
+    as_lists = (np.asarray(x, float).tolist() for x in (time_s, mem_mb, trans_s))
+    cost, choice, used = solve(*as_lists, budget_mb)
+    return DPResult(bool(choice), float(cost), choice, int(used))
