@@ -12,11 +12,21 @@ lib/galvatron/widgets.py, lib/straggler/widgets.py.
 from __future__ import annotations
 
 import html
+import os
 
 from lib import book
 
 LIVE_NOTE = ("This is the static twin of a live widget. To play it, open this page on Colab or Binder "
              "(the rocket launch button at the top of the page) and run the cell.")
+#: The same note on a page of a live build (``make book LIVE=1``), whose "Run it live" button sits under the cell.
+LIVE_NOTE_IN_PAGE = ("This is the static twin of a live widget. To play it here, press \u201cRun it live\u201d "
+                     "below (it runs in your browser), or open this page on Colab or Binder (the rocket launch "
+                     "button at the top of the page) and run the cell.")
+
+
+def live_page() -> bool:
+    """Whether this page is being built with its live part (``make book LIVE=1`` exports ``BOOK_LIVE=1``)."""
+    return os.environ.get("BOOK_LIVE", "") not in ("", "0")
 
 
 def live_allowed(live: bool = True) -> bool:
@@ -27,6 +37,8 @@ def live_allowed(live: bool = True) -> bool:
 class LiveOrTwin:
     TWIN_ID = "widget-twin"
     live: bool = True
+    #: Whether the chapter puts this widget under a ``live-widget`` block (a "Run it live" button in a live build).
+    runs_in_page: bool = False
     _built: dict | None = None
 
     def _widgets(self) -> dict:
@@ -50,7 +62,7 @@ class LiveOrTwin:
 
     def twin_note(self) -> str:
         """The line under the static twin (where to run the widget live)."""
-        return LIVE_NOTE
+        return LIVE_NOTE_IN_PAGE if self.runs_in_page and live_page() else LIVE_NOTE
 
     def show_twin_figure(self) -> bool:
         """Whether ``show()`` draws the twin (a chapter may already show it above the cell)."""

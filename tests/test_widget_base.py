@@ -47,3 +47,33 @@ def test_in_a_kernel_the_live_widget_answered_once(monkeypatch):
     assert shown == ["the live box"] and (t.builds, t.refreshes) == (1, 1)
     Toy(live=False).show()
     assert shown[1] == ("twin", "toy-twin")  # live=False forces the twin
+
+
+def test_the_note_names_the_run_it_live_button_only_on_a_live_page_of_a_widget_that_has_one(monkeypatch):
+    shown = _shown(monkeypatch)
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("BOOK_LIVE", "1")
+    Toy().show()  # no live-widget block in its chapter: Colab or Binder only
+    assert widget_base.LIVE_NOTE in shown[-1].data and "Run it live" not in shown[-1].data
+
+    class InPage(Toy):
+        runs_in_page = True
+
+    InPage().show()
+    assert "Run it live" in shown[-1].data
+    monkeypatch.setenv("BOOK_LIVE", "0")  # a static build has no button to point at
+    InPage().show()
+    assert "Run it live" not in shown[-1].data and widget_base.LIVE_NOTE in shown[-1].data
+
+
+def test_the_straggler_notes_follow_the_live_build(monkeypatch):
+    from lib.straggler.widgets import ABOVE_NOTE, StragglerExplorer
+
+    w = StragglerExplorer.__new__(StragglerExplorer)
+    w.twin_above = True
+    monkeypatch.setenv("BOOK_LIVE", "")
+    assert w.twin_note() == ABOVE_NOTE
+    monkeypatch.setenv("BOOK_LIVE", "1")
+    assert "Run it live" in w.twin_note()
+    w.twin_above = False
+    assert "Run it live" in w.twin_note() and "static twin" in w.twin_note()

@@ -318,6 +318,8 @@ class YourBudgetYourPlan(LiveOrTwin):
     """Galvatron's search as a widget. ``show()`` displays the live widget in a running kernel, or the
     static twin with :data:`LIVE_NOTE` under CI and in book builds (``live=False`` forces the twin)."""
 
+    runs_in_page = True  # the chapter runs it under a live-widget block ("Run it live")
+
     TWIN_ID = "galv-plan-twin"  # not the section's anchor id
 
     def __init__(self, model: str = "bert-huge-32", n_gpus: int = 8, budget_gb: float = 8.0, space: str = "full",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lib.widget_base import LIVE_NOTE, LiveOrTwin
+from lib.widget_base import LiveOrTwin, live_page
 from lib.straggler.model import FailureModel, StepModel
 
 #: Where a reader runs the live widget; shown under every static twin (the same words in every part).
@@ -21,6 +21,10 @@ from lib.straggler.model import FailureModel, StepModel
 ABOVE_NOTE = ("The slider figures above are this widget's static twin. To move the GPUs, the interval and the "
               "backups together, open this page on Colab or Binder (the rocket launch button at the top of "
               "the page) and run the cell.")
+ABOVE_NOTE_IN_PAGE = ("The slider figures above are this widget's static twin. To move the GPUs, the interval "
+                      "and the backups together, press \u201cRun it live\u201d below (it runs in your browser), "
+                      "or open this page on Colab or Binder (the rocket launch button at the top of the page) "
+                      "and run the cell.")
 GPU_CHOICES = (8, 64, 512, 1024, 4096, 16_384, 65_536)
 
 
@@ -57,6 +61,8 @@ def live_answer(settings: StragglerSettings, step: StepModel = StepModel(),
 class StragglerExplorer(LiveOrTwin):
     """Sliders over GPUs, checkpoint interval and backups redrawing :func:`live_answer`. ``show()`` displays
     the live widget in a running kernel, or the static twin with a note under CI and in book builds."""
+
+    runs_in_page = True  # the chapter runs it under a live-widget block ("Run it live")
 
     TWIN_ID = "straggler-twin"  # not the section's anchor id
 
@@ -122,4 +128,6 @@ class StragglerExplorer(LiveOrTwin):
         return not self.twin_above  # the chapter shows the slider figures above the cell
 
     def twin_note(self) -> str:
-        return ABOVE_NOTE if self.twin_above else LIVE_NOTE
+        if not self.twin_above:
+            return super().twin_note()
+        return ABOVE_NOTE_IN_PAGE if live_page() else ABOVE_NOTE
