@@ -9,7 +9,7 @@ import pytest
 
 from lib import viz
 from lib.straggler.figures import page_marks
-from lib.straggler.model import FailureModel, checkpoint_shares
+from lib.straggler.model import FailureModel, checkpoint_shares, young_daly_min
 from lib.straggler.panels import (PANEL_SIZES, chapter_panels, five_ways_figure, five_ways_panels,
                                   interval_panel_figure, step_panel_figure, step_panel_groups, time_shares)
 
@@ -215,3 +215,14 @@ def test_single_slider_efficiency_figure_drops_the_backup_marks_away_from_2_perc
     fig = efficiency_figure()
     counts = {f.name: len(f.data[3].x) for f in fig.frames}
     assert counts == {f"{s:.1%}": (4 if s == 0.02 else 2) for s in BACKUP_SHARES}
+
+
+def test_five_ways_reader_settings_of_their_own():
+    yd = young_daly_min(FailureModel().cluster_mtbf_min(16_384))
+    ten, _ = five_ways_figure(backup_share=0.10, days=2.0)
+    assert _marks(ten.frames[-1], ten) == {}  # the page quotes nothing for 16,384 + 1,639 GPUs
+    assert "1,639 backups" in ten.frames[-1].layout.title.text.replace("<br>", " ")
+    # a reader who picks the backup row's settings gets the same three panels as that row, and the check says so
+    same, _ = five_ways_figure(interval_min=yd, backup_share=0.02, days=2.0)
+    row, yours = "Young-Daly + 2% backups", "Your settings"
+    assert sorted(unchanged(same)) == [(p, yours, row) for p in ("breakdown", "days", "interval")]
