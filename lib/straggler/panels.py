@@ -1,6 +1,7 @@
-"""The chapter's three linked figures, close to the page's: the step (a GPU-count slider and a backups toggle,
-the step view rescaled per size above the step-efficiency curves), the run (one button per row of the five ways,
-each applying that row's interval and backups to the two weeks) and the interval (where the time goes, stacked,
+"""The chapter's linked figures, close to the page's: the step (a GPU-count slider and a backups toggle, the
+step view rescaled per size above the step-efficiency curves), the five ways (one button per row of the five-ways
+table, each applying that row's interval and backups to all three panels of one figure: the two weeks, where the
+time goes at every interval, and the row's shares and goodput) and the interval (where the time goes, stacked,
 over a GPUs x interval grid). Every state is precomputed, so they work in the static book. The page's quoted
 values are marked only where they apply. Used in: book/stragglers/01_the_one_slow_gpu.
 """
@@ -12,8 +13,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, _base, _count, _gpus, day_traces,
-                                   efficiency_curves, page_marks, step_view_draw)
+from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, PAGE_EFFICIENCY, _base, _count, _gpus,
+                                   day_traces, efficiency_curves, page_marks, step_view_draw)
 from lib.straggler.model import (FailureModel, StepModel, backup_count, expected_segment_min, step_efficiency,
                                  young_daly_min)
 from lib.straggler.simulate import five_ways
@@ -136,26 +137,116 @@ def step_panel_groups(n_traces: int = 16) -> tuple[set[int], set[int]]:
     return {0, 1, 2, 3, 12}, {4, 5, 6, 7, 8, 13, 15}
 
 
-# ----------------------------------------------------------------------------------------------- the run
-def run_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,
+# ----------------------------------------------------------------------------------------------- the five ways
+#: The lower panel's categories, top to bottom: (PolicyRow's exact expected field, its field for this run, label);
+#: step efficiency is exact in both (a run's goodput is its kept share times the exact step efficiency).
+BREAKDOWN = (("expected_kept", "kept_share", "time kept"), ("expected_checkpoint", "checkpoint_share", "writing"),
+             ("expected_lost", "lost_share", "thrown away<br>+ restarts"),
+             ("step_efficiency", None, "step efficiency"), ("expected_goodput", "goodput", "goodput"))
+#: Plot-area heights (px) of the three panels of the five-ways figure, and the gap that holds an x-axis title
+#: and the next panel's heading.
+_PANEL_PX = {"interval": 190, "breakdown": 170}
+_GAP_PX = 92
+_TICKS_MIN = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+
+
+def _row_page_marks(row, yd_min: float) -> dict:
+    """The page's quoted figures that apply to one row of the five ways: label -> value. Its step efficiencies
+    where the row's cluster (GPUs, backups) is one the page quotes; its shares of the run only at its 16,384
+    GPUs without backups and at the interval the page quotes each for (kept at Young-Daly, writing at YD/6,
+    thrown away at 6 YD)."""
+    out = {}
+    eff = PAGE_EFFICIENCY.get((row.n_gpus, row.n_backup))
+    if eff is not None:
+        out["step efficiency"] = eff
+    if row.n_gpus == 16_384 and row.n_backup == 0:
+        for tau, key, label in ((yd_min, "kept_yd", "time kept"), (yd_min / 6, "ckpt_often", "writing"),
+                                (6 * yd_min, "lost_rarely", "thrown away<br>+ restarts")):
+            if math.isclose(row.interval_min, tau, rel_tol=1e-6):
+                out[label] = float(PAGE_CLAIMS[key].rstrip("%")) / 100
+    return out
+
+
+def _five_ways_traces(row, run, failure: FailureModel, yd_min: float, grid) -> list:
+    """One row's traces: the two weeks (x, y), where the time goes at every interval for the row's cluster
+    (x2, y2) and the row's shares, step efficiency and goodput (x3, y3)."""
+    top = [tr.update(xaxis="x", yaxis="y", legend="legend") for tr in day_traces(run, failure)]
+    m = failure.cluster_mtbf_min(row.n_gpus, row.n_backup)
+    sh = time_shares(grid, m, failure.checkpoint_min, failure.restart_min)
+    yd_row = young_daly_min(m, failure.checkpoint_min)
+    ax2 = dict(xaxis="x2", yaxis="y2", legend="legend2")
+    layers = (("kept", PALETTE["good"]), ("writing", PALETTE["primary"]), ("thrown", PALETTE["bad"]),
+              ("restarts", PALETTE["neutral"]))
+    mid = [go.Scatter(x=np.round(grid, 4).tolist(), y=np.round(np.clip(sh[k], 0, 1), 5).tolist(), mode="lines",
+                      stackgroup="time", name=k, showlegend=False, line=dict(color=c, width=0.5), fillcolor=c,
+                      hoverinfo="x+y+name", **ax2) for k, c in layers]
+    mid += [go.Scatter(x=[yd_row, yd_row], y=[0, 1], mode="lines", name="Young-Daly", **ax2,
+                       line=dict(color="black", dash="dash")),
+            go.Scatter(x=[row.interval_min] * 2, y=[0, 1], mode="lines", name="this row's interval", **ax2,
+                       line=dict(color=PALETTE["accent"], dash="dot", width=3)),
+            go.Scatter(x=[row.interval_min], y=[round(row.expected_kept, 5)], mode="markers", **ax2,
+                       name="kept (exact expected)", marker=dict(color="white", size=10, line=dict(
+                           color=PALETTE["accent"], width=2))),
+            go.Scatter(x=[row.interval_min], y=[round(run.kept_share, 5)], mode="markers", **ax2,
+                       name="kept (this run)", marker=dict(color=PALETTE["accent"], size=10, symbol="x"))]
+    labels = [lab for _, _, lab in BREAKDOWN]
+    ax3 = dict(xaxis="x3", yaxis="y3", legend="legend3")
+    page = _row_page_marks(row, yd_min)
+    low = [go.Bar(y=labels, x=[round(getattr(row, e), 5) for e, _, _ in BREAKDOWN], orientation="h", width=0.55,
+                  name="exact expected", marker_color=PALETTE["light"], marker_line=dict(
+                      color=PALETTE["primary"], width=1), **ax3),
+           go.Scatter(y=labels, x=[None if r is None else round(getattr(row, r), 5) for _, r, _ in BREAKDOWN], mode="markers", name="this run (simulated)",
+                      marker=dict(color=PALETTE["accent"], size=11, symbol="x"), **ax3),
+           go.Scatter(y=list(page), x=list(page.values()), mode="markers", name="the page (quoted)", **ax3,
+                      marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=12, line_width=2))]
+    return top + mid + low
+
+
+def five_ways_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,
                      days: float = 14.0, seed: int = 0, step: StepModel = StepModel(),
                      failure: FailureModel = FailureModel()):
-    """Two weeks one row per day, one button per row of the five ways (``simulate.five_ways``): each applies that
-    row's interval and backups to the same failures. Returns (figure, comparison)."""
+    """The five ways in one figure of three panels, one button per row of ``simulate.five_ways``; each button
+    applies its row's interval and backups to every panel: the two weeks one row per day (the same failures for
+    every row), where the time goes at every interval for the row's cluster with its interval marked (exact
+    expected, stacked), and the row's shares, step efficiency and goodput (exact bars, this run's crosses, the
+    page's quoted values only where they apply). Axes stay fixed across buttons. Returns (figure, comparison).
+    """
     comparison, runs = five_ways(n_gpus, interval_min, backup_share, days, seed, step, failure, record=True)
+    yd = young_daly_min(failure.cluster_mtbf_min(n_gpus), failure.checkpoint_min)
+    grid = np.geomspace(0.5, 960, 120)
     frames = []
     for row in comparison.rows:
         run = runs[row.name]
-        data = day_traces(run, failure)
         title = (f"{row.name}: every {row.interval_min:.1f} min on {_gpus(row.n_gpus, row.n_backup)}: "
                  f"{_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away (with restarts); "
                  f"{run.checkpoint_share:.1%} writing; {run.kept_share:.1%} kept x {row.step_efficiency:.1%} "
                  f"step efficiency = {row.goodput:.1%} goodput (this run)")
-        frames.append(Frame(label=row.name, data=data, title=title))
+        frames.append(Frame(label=row.name, data=_five_ways_traces(row, run, failure, yd, grid), title=title))
     n_days = math.ceil(days)
-    base = _base(260 + 24 * n_days, barmode="overlay", bargap=0.25,
-                 xaxis=dict(title="hour of the day (h)", range=[0, 24], dtick=3),
-                 yaxis=dict(title="day of the run", range=[n_days + 0.5, 0.5], dtick=1))
+    px = {"days": 40 + 24 * n_days, **_PANEL_PX}
+    total = sum(px.values()) + 2 * _GAP_PX
+    d3 = (0.0, px["breakdown"] / total)
+    d2 = (d3[1] + _GAP_PX / total, d3[1] + (_GAP_PX + px["interval"]) / total)
+    d1 = (d2[1] + _GAP_PX / total, 1.0)
+    base = _base(total, barmode="overlay", bargap=0.25,
+                 xaxis=dict(title="hour of the day (h)", range=[0, 24], dtick=3, anchor="y"),
+                 yaxis=dict(title="day of the run", range=[n_days + 0.5, 0.5], dtick=1, domain=d1),
+                 xaxis2=dict(title="checkpoint interval (min, log scale)", type="log", anchor="y2",
+                             range=[math.log10(grid[0]), math.log10(grid[-1])], tickvals=_TICKS_MIN,
+                             ticktext=[f"{t:g}" for t in _TICKS_MIN]),
+                 yaxis2=dict(title="share of the time", tickformat=".0%", range=[0, 1], domain=d2),
+                 xaxis3=dict(title="share of the run's time, of the ideal step rate, of GPU time",
+                             tickformat=".0%", range=[0, 1], dtick=0.1, anchor="y3"),
+                 yaxis3=dict(categoryorder="array", categoryarray=[lab for _, _, lab in BREAKDOWN][::-1],
+                             domain=d3, automargin=True))
+    for name, d in (("legend", d1), ("legend2", d2), ("legend3", d3)):
+        base[name] = {**base["legend"], "y": d[1], "traceorder": "normal"}
+    base["annotations"] = [
+        dict(text=text, x=0, xref="paper", xanchor="left", y=d[1], yref="paper", yanchor="bottom", yshift=4,
+             showarrow=False, align="left", font=dict(size=13))
+        for text, d in (("Where the time goes at every interval for this row's cluster (exact expected; "
+                         "colours as above)", d2),
+                        ("This row: shares of the run, step efficiency and goodput", d3))]
     active = len(frames) - 1  # "Your settings": the parameters cell
     fig = frames_figure(frames, "row", active=active, base_layout=base)
     anim = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
@@ -163,7 +254,17 @@ def run_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
     fig.update_layout(updatemenus=[_buttons(
         [f.label for f in frames], [("animate", [[f.label], anim]) for f in frames], active=active)])
     _room_for_buttons(fig)
+    fig.update_layout(height=total + fig.layout.margin.t + fig.layout.margin.b)
     return fig, comparison
+
+
+def five_ways_panels(fig) -> dict[str, list[int]]:
+    """The trace indices of each panel of ``five_ways_figure``: ``days``, ``interval``, ``breakdown``."""
+    axes = {"x": "days", "x2": "interval", "x3": "breakdown"}
+    out = {v: [] for v in axes.values()}
+    for i, tr in enumerate(fig.data):
+        out[axes[tr.xaxis or "x"]].append(i)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- the interval
@@ -220,10 +321,10 @@ def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, siz
 def chapter_panels(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,
                    days: float = 14.0, seed: int = 0, step: StepModel = StepModel(),
                    failure: FailureModel = FailureModel()) -> dict:
-    """The chapter's three linked figures (``step``, ``run``, ``interval``) and the five-ways ``comparison``.
-    The step toggle uses ``backup_share`` when it is above zero, else the page's 2%."""
+    """The chapter's three figures (``step``, ``five_ways``, ``interval``) and the five-ways ``comparison``
+    behind the buttons. The step toggle uses ``backup_share`` when it is above zero, else the page's 2%."""
     share = backup_share if backup_share > 0 else 0.02
-    run, comparison = run_panel_figure(n_gpus, interval_min, backup_share, days, seed, step, failure)
+    five, comparison = five_ways_figure(n_gpus, interval_min, backup_share, days, seed, step, failure)
     return {"step": step_panel_figure(n_gpus, share, seed, backups_on=backup_share > 0, model=step),
-            "run": run, "interval": interval_panel_figure(n_gpus, interval_min, failure=failure),
+            "five_ways": five, "interval": interval_panel_figure(n_gpus, interval_min, failure=failure),
             "comparison": comparison}

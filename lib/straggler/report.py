@@ -108,6 +108,13 @@ def spread_glue(lost: list[float], expected: float) -> dict:
             "lost_spread": plural(points, "point")}
 
 
+def run_gaps(comparison) -> dict:
+    """Per row of the five ways, how far this run lands from the exact expected value: the largest gap (a share)
+    over its kept, checkpoint and lost shares, the three the five-ways figure's lower panel draws."""
+    return {r.name: max(abs(r.kept_share - r.expected_kept), abs(r.checkpoint_share - r.expected_checkpoint),
+                        abs(r.lost_share - r.expected_lost)) for r in comparison.rows}
+
+
 def daly_higher_order_min(mtbf_min: float, checkpoint_min: float = 1.0) -> float:
     """Daly's (2006) higher-order estimate of the best checkpoint interval (min):
     sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + (d / 2M) / 9] - d for d < 2M, else M."""

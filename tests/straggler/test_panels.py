@@ -1,15 +1,17 @@
 """The chapter's linked figures (lib/straggler/panels.py): the GPU slider and backups toggle of the step, the
-five-ways buttons of the run, the stacked interval figure over a GPUs x interval grid, and where the page's
-quoted values may appear."""
+five-ways buttons that change every panel of one figure (two weeks, where the time goes, the row's goodput), the
+stacked interval figure over a GPUs x interval grid, and where the page's quoted values may appear."""
+
+import json
 
 import numpy as np
 import pytest
 
 from lib import viz
 from lib.straggler.figures import page_marks
-from lib.straggler.model import FailureModel, checkpoint_shares
-from lib.straggler.panels import (PANEL_SIZES, chapter_panels, interval_panel_figure, run_panel_figure,
-                                  step_panel_figure, step_panel_groups, time_shares)
+from lib.straggler.model import FailureModel, checkpoint_shares, young_daly_min
+from lib.straggler.panels import (PANEL_SIZES, chapter_panels, five_ways_figure, five_ways_panels,
+                                  interval_panel_figure, step_panel_figure, step_panel_groups, time_shares)
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +50,123 @@ def test_page_marks_only_where_they_apply():
     assert all(sorted(f.data[15].x) == [8, 16_384] for f in two.frames)
 
 
-def test_run_panel_buttons_apply_each_rows_settings(panels):
-    fig, comparison = panels["run"], panels["comparison"]
+def _panel_states(fig, panel: list[int]) -> list[str]:
+    """Per button, the JSON of the traces its frame draws in one panel (what the button shows there)."""
+    frames = {f.name: f for f in fig.frames}
+    out = []
+    for b in fig.layout.updatemenus[0].buttons:
+        frame = frames[b.args[0][0]]
+        out.append(json.dumps([frame.data[i].to_plotly_json() for i in panel], sort_keys=True))
+    return out
+
+
+def unchanged(fig) -> list[tuple[str, str, str]]:
+    """(panel, button, other button) wherever two buttons draw the same traces in a panel."""
+    buttons = [b.label for b in fig.layout.updatemenus[0].buttons]
+    out = []
+    for name, panel in five_ways_panels(fig).items():
+        states = _panel_states(fig, panel)
+        out += [(name, buttons[i], buttons[j]) for i in range(len(states)) for j in range(i)
+                if states[i] == states[j]]
+    return out
+
+
+def test_five_ways_buttons_change_every_panel(panels):
+    fig, comparison = panels["five_ways"], panels["comparison"]
     assert not fig.layout.sliders
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == [r.name for r in comparison.rows] == [f.name for f in fig.frames]
+    assert [b.method for b in buttons] == ["animate"] * 5
     assert [list(b.args[0]) for b in buttons] == [[r.name] for r in comparison.rows]
+    groups = five_ways_panels(fig)
+    assert sorted(groups) == ["breakdown", "days", "interval"] and all(groups.values())
+    for frame in fig.frames:  # animate replaces traces by index: every frame draws every trace, on its panel
+        assert [tr.xaxis for tr in frame.data] == [tr.xaxis for tr in fig.data]
+    assert unchanged(fig) == []
+
+
+def test_a_button_that_leaves_a_panel_unchanged_is_caught():
+    fig, _ = five_ways_figure()
+    panel = five_ways_panels(fig)["interval"]
+    first, second = fig.frames[0], fig.frames[1]
+    second.data = tuple(first.data[i] if i in panel else tr for i, tr in enumerate(second.data))
+    assert unchanged(fig) == [("interval", fig.frames[1].name, fig.frames[0].name)]
+
+
+def test_five_ways_buttons_apply_each_rows_settings(panels):
+    fig, comparison = panels["five_ways"], panels["comparison"]
+    failure = FailureModel()
+    groups = five_ways_panels(fig)
     for frame, row in zip(fig.frames, comparison.rows):
         text = frame.layout.title.text.replace("<br>", " ")
         assert f"every {row.interval_min:.1f} min" in text and f"{row.goodput:.1%} goodput" in text
+        days = [frame.data[i] for i in groups["days"]]
+        restart_h = sum(days[2].x)  # the restarts drawn: one per failure of this row's run
+        assert restart_h * 60 == pytest.approx(failure.restart_min * row.failures, abs=failure.restart_min)
+        mid = [frame.data[i] for i in groups["interval"]]
+        m = failure.cluster_mtbf_min(row.n_gpus, row.n_backup)  # the row's backups fail too
+        kept = checkpoint_shares(np.array(mid[0].x), m)["kept"]
+        assert np.allclose(mid[0].y, kept, atol=1e-4)
+        line = next(tr for tr in mid if tr.name == "this row's interval")
+        assert list(line.x) == [row.interval_min] * 2
+        low = [frame.data[i] for i in groups["breakdown"]]
+        assert list(low[0].x) == pytest.approx([row.expected_kept, row.expected_checkpoint, row.expected_lost,
+                                                row.step_efficiency, row.expected_goodput], abs=1e-5)
+        assert list(low[1].x)[-1] == pytest.approx(row.goodput, abs=1e-5)
     assert "328 backups" in fig.frames[3].layout.title.text.replace("<br>", " ")
+
+
+def test_five_ways_static_page_is_the_default_button(panels):
+    fig = panels["five_ways"]
+    menu = fig.layout.updatemenus[0]
+    active = menu.active
+    assert menu.buttons[active].label == "Your settings" == fig.frames[active].name
+    drawn = [tr.to_plotly_json() for tr in fig.data]
+    assert drawn == [tr.to_plotly_json() for tr in fig.frames[active].data]
+    assert fig.layout.title.text == fig.frames[active].layout.title.text
+
+
+def _marks(frame, fig) -> dict:
+    page = frame.data[five_ways_panels(fig)["breakdown"][-1]]
+    return dict(zip(page.y, page.x))
+
+
+def test_five_ways_quoted_marks_only_where_they_apply(panels):
+    fig = panels["five_ways"]
+    lost = "thrown away<br>+ restarts"
+    expected = [{"writing": 0.23, "step efficiency": 0.71}, {"time kept": 0.875, "step efficiency": 0.71},
+                {lost: 0.29, "step efficiency": 0.71}, {"step efficiency": 0.90}, {"step efficiency": 0.71}]
+    assert [_marks(f, fig) for f in fig.frames] == expected
+    bar = five_ways_panels(fig)["breakdown"][0]
+    for frame in fig.frames:  # every mark lies within about a point of the exact bar beside it
+        exact = dict(zip(frame.data[bar].y, frame.data[bar].x))
+        assert all(abs(v - exact[label]) < 0.011 for label, v in _marks(frame, fig).items())
+    other, _ = five_ways_figure(n_gpus=1_000, days=2.0)
+    assert all(_marks(f, other) == {} for f in other.frames)  # the page quotes nothing at 1,000 GPUs
+    small, _ = five_ways_figure(n_gpus=8, days=2.0)
+    assert [_marks(f, small) for f in small.frames] == [{"step efficiency": 0.975}] * 3 + [
+        {"step efficiency": 0.87}, {"step efficiency": 0.975}]
+
+
+def test_five_ways_axes_are_fixed_and_hold_every_value(panels):
+    fig = panels["five_ways"]
+    lay = fig.layout
+    assert list(lay.xaxis.range) == [0, 24] and list(lay.yaxis2.range) == [0, 1]
+    assert list(lay.xaxis3.range) == [0, 1]
+    assert all(set(f.layout.to_plotly_json()) == {"title"} for f in fig.frames)  # no frame moves an axis
+    # the three panels are stacked, top to bottom, without overlapping
+    d1, d2, d3 = lay.yaxis.domain, lay.yaxis2.domain, lay.yaxis3.domain
+    assert d3[0] == 0 and d3[1] < d2[0] < d2[1] < d1[0] < d1[1] == 1
+    # each panel has its legend, right of the plot and top-aligned with its panel
+    for legend, d in ((lay.legend, d1), (lay.legend2, d2), (lay.legend3, d3)):
+        assert legend.x >= 1 and legend.y == pytest.approx(d[1])
+    assert {tr.legend for tr in fig.data} == {"legend", "legend2", "legend3"}
+
+
+def test_five_ways_for_a_small_cluster():
+    fig, comparison = five_ways_figure(n_gpus=8, days=2.0)
+    assert len(fig.frames) == 5 and "0 failures" in fig.frames[0].layout.title.text
+    assert list(fig.layout.yaxis.range) == [2.5, 0.5]
 
 
 def test_time_shares_sum_to_one_and_keep_the_exact_kept_share():
@@ -79,17 +188,12 @@ def test_interval_panel_over_gpus_and_page_mark_only_at_16384(panels):
 
 
 def test_panels_follow_the_house_layout_and_fit_the_page_budget(panels):
-    figs = [panels["step"], panels["run"], panels["interval"]]
+    figs = [panels["step"], panels["five_ways"], panels["interval"]]
     for fig in figs:
         assert fig.layout.legend.x >= 1 and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
         titles = [f.layout.title.text for f in fig.frames]
         assert all(len(line) <= viz.TITLE_CHARS for t in titles for line in t.split("<br>"))
     assert sum(len(f.to_json()) for f in figs) < 1_000_000
-
-
-def test_run_panel_for_a_small_cluster():
-    fig, comparison = run_panel_figure(n_gpus=8, days=2.0)
-    assert len(fig.frames) == 5 and "0 failures" in fig.frames[0].layout.title.text
 
 
 def test_interval_panel_reader_size_is_added():
@@ -111,3 +215,14 @@ def test_single_slider_efficiency_figure_drops_the_backup_marks_away_from_2_perc
     fig = efficiency_figure()
     counts = {f.name: len(f.data[3].x) for f in fig.frames}
     assert counts == {f"{s:.1%}": (4 if s == 0.02 else 2) for s in BACKUP_SHARES}
+
+
+def test_five_ways_reader_settings_of_their_own():
+    yd = young_daly_min(FailureModel().cluster_mtbf_min(16_384))
+    ten, _ = five_ways_figure(backup_share=0.10, days=2.0)
+    assert _marks(ten.frames[-1], ten) == {}  # the page quotes nothing for 16,384 + 1,639 GPUs
+    assert "1,639 backups" in ten.frames[-1].layout.title.text.replace("<br>", " ")
+    # a reader who picks the backup row's settings gets the same three panels as that row, and the check says so
+    same, _ = five_ways_figure(interval_min=yd, backup_share=0.02, days=2.0)
+    row, yours = "Young-Daly + 2% backups", "Your settings"
+    assert sorted(unchanged(same)) == [(p, yours, row) for p in ("breakdown", "days", "interval")]

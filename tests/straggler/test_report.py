@@ -9,7 +9,7 @@ from lib.straggler.model import FailureModel, StepModel, optimal_interval_min, y
 from lib.straggler.figures import PAGE_CLAIMS, efficiency_curves, exact_claims
 from lib.straggler.report import (agreement_checks, checks_html, claims_glue, claims_html, crossing_sizes,
                                   crossing_text, daly_higher_order_min, five_ways_html, live_view, lost_runs, plural,
-                                  settings_glue, settings_text, spread_glue)
+                                  run_gaps, settings_glue, settings_text, spread_glue)
 
 
 def test_plural_agrees_with_the_count():
@@ -107,3 +107,18 @@ def test_five_ways_table_has_every_row_and_names_both_clusters():
     assert len(t.rows) == 5 and [r[0] for r in t.rows] == [r.name for r in comparison.rows]
     assert "1,024 GPUs: MTBF" in t.caption and "1,024 GPUs + 21 backups: MTBF" in t.caption
     assert all(len(c) <= 16 for r in t.rows for c in r[1:])  # numbers stay short enough for the column
+
+
+def test_run_gaps_are_the_widest_of_the_three_shares():
+    from dataclasses import replace
+
+    from lib.straggler.simulate import Comparison, five_ways
+
+    comparison = five_ways(16_384, 60.0, 0.0, 14.0, 0)[0]
+    gaps = run_gaps(comparison)
+    assert list(gaps) == [r.name for r in comparison.rows]
+    rare = comparison.row("Too rarely (6 YD)")
+    assert gaps[rare.name] == pytest.approx(max(abs(rare.kept_share - rare.expected_kept),
+                                                abs(rare.lost_share - rare.expected_lost)))
+    moved = replace(rare, checkpoint_share=rare.expected_checkpoint + 0.2)  # a gap in the checkpoint share
+    assert run_gaps(Comparison(16_384, 14.0, 0, (moved,)))[rare.name] == pytest.approx(0.2)
