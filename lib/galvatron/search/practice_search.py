@@ -9,7 +9,9 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
   otherwise), with uneven stages where it does not divide the layers; ``dp`` is what is left;
 - ``micro_batch`` is 1, 2, 4 or 8 sequences (with ``micro_batch_search``; Galvatron-2's 4 otherwise, or
   fewer where the local batch is smaller), and must divide the local batch: the global batch is the user's;
-- ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules);
+- ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules); with uneven stages
+  (``any_degrees``) also where it does not, and 8, up to ``pp vp = layers + 2`` (``layout.chunk_layers``:
+  chunks of unequal layers, an embedding-only and a head-only chunk at the ends, as in Llama 3);
 - ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
   sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing.
 
@@ -26,6 +28,7 @@ from .rules import CostRules, get_rules
 MICRO_BATCHES = (1, 2, 4, 8)
 CP_DEGREES = (1, 2, 4, 8)
 VP_DEGREES = (1, 2, 4)
+VP_DEGREES_UNEVEN = (1, 2, 4, 8)
 
 
 def _divisors(n: int) -> list[int]:
@@ -62,7 +65,9 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                if rules.pipeline_schedules and pp > 1:
+                if rules.pipeline_schedules and pp > 1 and rules.any_degrees:
+                    vps = [v for v in VP_DEGREES_UNEVEN if pp * v <= sh.n_layers + 2]
+                elif rules.pipeline_schedules and pp > 1:
                     vps = [v for v in VP_DEGREES if all(x % v == 0 for x in layers)]
                 for mb in mbs:
                     for vp in vps:
