@@ -23,7 +23,6 @@ import io
 import platform
 import statistics
 import time
-from dataclasses import replace
 
 #: Pyodide / CPython for the straggler answer, measured in issue 28's trial on this machine (quoted).
 PYODIDE_S, CPYTHON_S = 1.42, 0.47
@@ -83,10 +82,12 @@ def closing_changes():
     from lib.closing.run import Job, one_run
     from lib.viz import show
 
-    def at(n):  # what the chapter's live code does on a change of its cluster-size slider
-        return lambda: show(slider_figure([one_run(replace(Job(), n_gpus=n))]), "one-run-live")
+    from lib.closing.figures import SLIDER_SIZES
 
-    return "ch. 10: the closing chain's cluster size", [(f"GPUs -> {n:,}", at(n), None) for n in (256, 2048)]
+    def at(n):  # what the chapter's live code does on a change of its cluster-size slider (practice rules)
+        return lambda: show(slider_figure([one_run(Job(rules="practice", n_gpus=n))]), "one-run-live")
+
+    return "ch. 11: the closing chain's cluster size", [(f"GPUs -> {n:,}", at(n), None) for n in SLIDER_SIZES]
 
 
 def main(argv=None) -> int:

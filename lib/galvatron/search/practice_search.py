@@ -78,21 +78,37 @@ def layouts(job, rules: CostRules | None = None):
                                                      zero=zero, recompute=rc)
 
 
-def search_practice(job, rules: CostRules | None = "practice") -> tuple:
+def search_practice(job, rules: CostRules | None = "practice", prune: bool = True) -> tuple:
     """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits.
     Layouts that differ only in recompute come in the order none, selective, full (each slower and smaller
-    than the one before): once one fits, the slower ones are not priced."""
+    than the one before): once one fits, the slower ones are not priced.
+
+    ``prune`` skips what cannot win, without changing the answer: layouts that differ only in ZeRO stage and
+    recompute share their pipeline, and recompute only lengthens it, so the first of them (ZeRO 0, no
+    recompute) bounds them all: the step is at least its ``pipeline_s + p2p_s`` (the pipeline's sends do not
+    depend on either; the data-parallel term only adds), so no layout of the group beats
+    ``global_batch x seq_len / (pipeline_s + p2p_s) / GPUs`` tokens/s/GPU.
+    When that bound is no more than the best so far, the rest of the group is skipped (the search keeps the
+    first of equal layouts, so a tie cannot win either). ``prune=False`` prices every layout."""
     rules = get_rules(rules)
     best, best_est, count, fitted = None, None, 0, None
+    group, skip = None, False
     for cfg in layouts(job, rules):
-        base = cfg.with_(recompute="none")
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.vp, cfg.micro_batch, cfg.sequence_parallel)
+        if key != group:
+            group, skip = key, False
+        if skip:
+            continue
+        base = (key, cfg.zero)                # the layout but for its recompute
         if base == fitted:
             continue
         est = step_estimate(job, cfg, rules)
         count += 1
-        if not est["fits"]:
-            continue
-        fitted = base
-        if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
-            best, best_est = cfg, est
+        if est["fits"]:
+            fitted = base
+            if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
+                best, best_est = cfg, est
+        if prune and cfg.zero == 0 and cfg.recompute == "none" and best_est is not None:
+            bound = job.global_batch * job.shape.seq_len / (est["pipeline_s"] + est["p2p_s"]) / job.n_gpus
+            skip = bound <= best_est["tokens_per_s_per_gpu"]
     return best, best_est, count
