@@ -378,7 +378,10 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         else:
             flight = float(m_eff)                                    # GPipe keeps the whole local batch
         gathered = 2 * layer_params * by.param if zero == 3 else 0.0
-        peaks.append(P * per_param + flight * layers[i] * a_layer + a_work + gathered
+        held = flight * layers[i]
+        if pp > 1 and len(set(chunks[i])) > 1:        # uneven chunks: the layers of the chunks in flight
+            held = sch.layers_in_flight(schedule, chunks[i], pp, m_eff, i)
+        peaks.append(P * per_param + held * a_layer + a_work + gathered
                      + (logits if i == pp - 1 else 0.0) + RESERVE_BYTES)
     peak = max(peaks)
     tok = job.global_batch * s / step / job.n_gpus

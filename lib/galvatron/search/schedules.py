@@ -91,6 +91,20 @@ def in_flight(schedule: str, pp: int, m: int, stage: int, vp: int = 1) -> float:
     return chunks / vp
 
 
+def layers_in_flight(schedule: str, chunk_layers_row, pp: int, m: int, stage: int) -> float:
+    """Layer-micro-batches whose activations stage ``stage`` holds when its warm-up ends (its peak), from its
+    chunks' layer counts: the first ``k`` forwards (``in_flight``'s count in chunks) run chunk
+    ``(i // pp) mod vp`` (Megatron-LM's order: ``pp`` micro-batches per chunk in turn), so it holds the sum of
+    their layers. Equal chunks give ``in_flight x`` the stage's layers; an empty first chunk (the embedding's)
+    holds nothing."""
+    row = list(chunk_layers_row)
+    vp = len(row)
+    if schedule != "interleaved":
+        return in_flight(schedule, pp, m, stage, vp) * sum(row)
+    k = round(in_flight(schedule, pp, m, stage, vp) * vp)
+    return float(sum(row[(i // pp) % vp] for i in range(k)))
+
+
 def exposed_p2p_s(schedule: str, pp: int, m: int, send_s: float, vp: int = 1, overlap: bool = True) -> float:
     """Time the pipeline's sends add to a step: ``2 m send_s`` per stage on the critical path of GPipe and
     1F1B; interleaved with ``overlap`` only the ramp's ``2 (pp - 1)`` sends."""

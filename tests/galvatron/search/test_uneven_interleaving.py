@@ -115,3 +115,29 @@ def test_search_offers_uneven_interleaving_only_with_uneven_stages():
     off = {(c.pp, c.vp) for c in layouts(small, PRACTICE.with_(any_degrees=False)) if c.tp == 8 and c.cp == 1}
     assert (16, 8) in on and (16, 2) in on
     assert (16, 8) not in off and (16, 2) not in off and (2, 1) in off
+
+
+def test_layers_in_flight_by_hand():
+    """pp 4, vp 2, m 8, stage 0 with chunks of 1 and 2 layers: its warm-up runs 2 (pp - 1) + (vp - 1) pp + 1
+    = 11 forwards, pp = 4 micro-batches per chunk in turn: 4 of chunk 0 (4 layers), 4 of chunk 1 (8), 3 of
+    chunk 0 (3): 15 layer-micro-batches, where spreading the stage's 3 layers evenly would say 11/2 x 3 =
+    16.5. An embedding-only first chunk holds nothing: chunks [0, 1], 4 x 0 + 4 x 1 + 3 x 0 = 4."""
+    assert sch.layers_in_flight("interleaved", [1, 2], 4, 8, 0) == 15
+    assert sch.layers_in_flight("interleaved", [0, 1], 4, 8, 0) == 4
+    assert sch.layers_in_flight("interleaved", [2, 2], 4, 8, 0) == pytest.approx(
+        sch.in_flight("interleaved", 4, 8, 0, 2) * 4)
+    assert sch.layers_in_flight("1f1b", [3], 4, 8, 1) == 3 * 3
+
+
+def test_uneven_chunks_set_the_first_stage_memory():
+    # Llama 3 405B with 32 micro-batches per pipeline (DP 64 on 16,384): stage 0 (chunks 0, 1 x 7) runs
+    # 2 x 15 + 7 x 16 + 1 = 143 forwards before its first backward: 8 rounds of 16 (7 x 16 = 112 layers)
+    # and 15 more of the empty chunk: 112 layer-micro-batches, not 143/8 x 7 = 125.1
+    j = llama_job()
+    e = step_estimate(j, ParallelConfig(tp=8, pp=16, dp=64, cp=2, vp=8, sequence_parallel=True, zero=1),
+                      PRACTICE)
+    assert e["micro_batches"] == 32
+    assert sch.layers_in_flight("interleaved", e["chunk_layers"][0], 16, 32, 0) == 112
+    # stage 1 (8 one-layer chunks) holds 2 x 14 + 112 + 1 = 141: 29 layer-micro-batches more than stage 0
+    gap = e["stage_peak_bytes"][1] - e["stage_peak_bytes"][0]
+    assert gap > 25 * e["activation_bytes_per_layer"]
