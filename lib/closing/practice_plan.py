@@ -93,6 +93,21 @@ def meta_config(n_gpus: int) -> ParallelConfig:
                           sequence_parallel=True, zero=1)
 
 
+def meta_interleaved(job) -> PracticePlan:
+    """Meta's layout (``meta_beside``'s) with the interleaving Llama 3's paper describes, priced under
+    ``practice``: section 3.3.2 uses an interleaved schedule and takes one layer from the first and the last
+    stage, so that "the first model chunk on the first stage has only the embedding, and the last model chunk
+    on the last stage has only output projection and loss calculation": chunks of one layer, (layers + 2) / PP
+    of them per stage (126 layers, PP 16: VP 8). The paper does not state VP; this is our reading of it, which
+    is why ``data/published_runs/`` keeps it null (and ``validate`` prices VP 1)."""
+    meta, _ = meta_beside(job)
+    layers = SHAPES[job.model].n_layers
+    if (layers + 2) % meta.config.pp:
+        raise ValueError(f"{job.model}: {layers} layers + 2 are not a whole number of one-layer chunks per "
+                         f"stage for pp={meta.config.pp}")
+    return price(job, meta.config.with_(vp=(layers + 2) // meta.config.pp))
+
+
 def published_llama3(n_gpus: int):
     """The published Llama 3 405B run on ``n_gpus`` (8,192 or 16,384) of ``PUBLISHED_RUNS``, or None."""
     from lib.galvatron.published import load_runs

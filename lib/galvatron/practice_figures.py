@@ -59,10 +59,13 @@ def _orders(schedule: str, pp: int, m: int, vp: int) -> list:
     return orders
 
 
-def pipeline_timeline(schedule: str, pp: int, m: int, vp: int = 1, fwd: float = 1.0, bwd: float = 2.0) -> list:
+def pipeline_timeline(schedule: str, pp: int, m: int, vp: int = 1, fwd: float = 1.0, bwd: float = 2.0,
+                      chunk_fwd=None) -> list:
     """Every operation of one step of ``schedule`` on ``pp`` equal stages with ``m`` micro-batches, as a list
     of :class:`Op`, each starting as soon as its stage is free and its input has arrived (no send time).
-    Interleaving needs ``m`` a multiple of ``pp`` (as in Megatron-LM)."""
+    Interleaving needs ``m`` a multiple of ``pp`` (as in Megatron-LM). ``chunk_fwd`` (``pp`` lists of ``vp``
+    forward times, backward ``bwd / fwd`` times each) makes the stages and chunks uneven; None: every chunk's
+    forward is ``fwd / vp``."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}; got {schedule!r}")
     if min(pp, m, vp) < 1 or (schedule != "interleaved" and vp != 1):
@@ -70,7 +73,13 @@ def pipeline_timeline(schedule: str, pp: int, m: int, vp: int = 1, fwd: float = 
     if schedule == "interleaved" and m % pp:
         raise ValueError(f"interleaved needs micro-batches m={m} to be a multiple of pp={pp}")
     orders = _orders(schedule, pp, m, vp)
-    tf, tb = fwd / vp, bwd / vp
+    if chunk_fwd is None:
+        tf, tb = [[fwd / vp] * vp for _ in range(pp)], [[bwd / vp] * vp for _ in range(pp)]
+    else:
+        if len(chunk_fwd) != pp or any(len(row) != vp for row in chunk_fwd):
+            raise ValueError(f"chunk_fwd must be {pp} lists of {vp} forward times; got {chunk_fwd!r}")
+        tf = [[float(t) for t in row] for row in chunk_fwd]
+        tb = [[t * bwd / fwd for t in row] for row in tf]
     done, free, pos, ops = {}, [0.0] * pp, [0] * pp, []
 
     def dep(r, kind, mb, c):
@@ -91,7 +100,7 @@ def pipeline_timeline(schedule: str, pp: int, m: int, vp: int = 1, fwd: float = 
             if d is not None and d not in done:
                 continue
             start = max(free[r], done[d] if d is not None else 0.0)
-            end = start + (tf if kind == "F" else tb)
+            end = start + (tf if kind == "F" else tb)[r][c]
             done[(kind, r, mb, c)] = end
             free[r] = end
             ops.append(Op(r, kind, mb, c, start, end))

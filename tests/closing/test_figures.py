@@ -89,7 +89,7 @@ def test_the_table_under_practice_sets_metas_layout_beside_the_plan():
     t = llama3_table(r, meta, pub)
     assert t.head[2] == "Meta's layout, priced" and len(t.rows) == 7
     rows = {row[0]: row for row in t.rows}
-    assert rows["plan"][2].startswith("TP 8, PP 16, DP 128") and "CP 8" in rows["plan"][1]
+    assert rows["plan"][2].startswith("TP 8, PP 16, DP 128") and "CP 2, VP 8" in rows["plan"][1]
     assert rows["tokens/s per GPU"][3].startswith("151 (estimated from its quoted")
     assert rows["TFLOP/s per GPU"][3].startswith("400 (quoted")
     for row in t.rows[2:5]:

@@ -28,7 +28,7 @@ from . import collectives as col
 from . import schedules as sch
 from . import zero as zr
 from .efficiency import efficiency
-from .layout import check_layout, stage_layers
+from .layout import check_layout, chunk_layers, stage_layers
 from .precision import bytes_per_value
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
 from .rules import CostRules, get_rules
@@ -276,16 +276,23 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     fullest stage), ``fits`` and every term (``pipeline_s``, ``p2p_s``, ``dp_s``, per-layer ``fwd_s`` ...)."""
     rules = get_rules(rules)
     sh, gpu = job.shape, job.gpu
-    m = check_layout(job, cfg)
     schedule, vp, zero, sp, recompute = effective_layout(cfg, rules)
+    # uneven interleaving (layout.chunk_layers) comes with uneven stages: any_degrees
+    uneven_chunks = rules.any_degrees and vp > 1
+    m = check_layout(job, cfg, spare_chunks=2 if uneven_chunks else 0)
     by = bytes_per_value(rules.mixed_precision, rules.grad_reduce_bytes, act_bytes=2)
     net = network_of(job, rules)
     hier = rules.hierarchical_network
     tp, pp, dp, cp, mb = cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.micro_batch
     h, s, L = sh.hidden, sh.seq_len, sh.n_layers
-    layers = stage_layers(L, pp, uneven=rules.any_degrees)
-    if vp > 1 and any(n % vp for n in layers):
-        raise ValueError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
+    if uneven_chunks:
+        chunks = chunk_layers(L, pp, vp)
+        layers = [sum(c) for c in chunks]
+    else:
+        layers = stage_layers(L, pp, uneven=rules.any_degrees)
+        if vp > 1 and any(n % vp for n in layers):
+            raise ValueError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
+        chunks = [[n // vp] * vp for n in layers]
 
     # compute: one layer, one micro-batch
     rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency)
@@ -314,9 +321,15 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate        # output head forward + backward
     stage_s = [n * layer_s + (head_s if i == pp - 1 else 0.0) for i, n in enumerate(layers)]
 
-    # pipeline
+    # pipeline: where every stage's chunks are alike, the even formula; else each chunk priced, the head
+    # on the last chunk of the last stage (schedules.chunked_step_s)
     m_eff = m
-    pipe_s = sch.step_s(schedule, stage_s, m_eff, vp)
+    if all(len(set(c)) == 1 for c in chunks):
+        pipe_s = sch.step_s(schedule, stage_s, m_eff, vp)
+    else:
+        chunk_s = [[n * layer_s + (head_s if (i, j) == (pp - 1, vp - 1) else 0.0) for j, n in enumerate(c)]
+                   for i, c in enumerate(chunks)]
+        pipe_s = sch.chunked_step_s(schedule, chunk_s, m_eff)
     boundary = tokens * h * by.activation
     stride = job.n_gpus // pp
     if rules.pipeline_schedules:
@@ -365,7 +378,10 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         else:
             flight = float(m_eff)                                    # GPipe keeps the whole local batch
         gathered = 2 * layer_params * by.param if zero == 3 else 0.0
-        peaks.append(P * per_param + flight * layers[i] * a_layer + a_work + gathered
+        held = flight * layers[i]
+        if pp > 1 and len(set(chunks[i])) > 1:        # uneven chunks: the layers of the chunks in flight
+            held = sch.layers_in_flight(schedule, chunks[i], pp, m_eff, i)
+        peaks.append(P * per_param + held * a_layer + a_work + gathered
                      + (logits if i == pp - 1 else 0.0) + RESERVE_BYTES)
     peak = max(peaks)
     tok = job.global_batch * s / step / job.n_gpus
@@ -374,6 +390,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             "peak_bytes": peak, "peak_gb": peak / 1e9, "fits": bool(peak <= gpu.usable_mem_bytes),
             "stage_peak_bytes": peaks, "micro_batches": m, "schedule": schedule, "vp": vp, "zero": zero,
             "sequence_parallel": sp, "recompute": recompute, "stage_layers": layers,
+            "chunk_layers": chunks,
             "pipeline_s": pipe_s, "p2p_s": p2p_s, "dp_s": dp_exposed, "fwd_s": fwd, "bwd_s": bwd,
             "recompute_s": recomp, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s, "stage_s": stage_s,
             "efficiency": rate / gpu.flops(job.dtype), "activation_bytes_per_layer": a_layer}

@@ -10,6 +10,15 @@ one layer more. ``uneven=True`` gives every stage ``ceil(L / pp)`` and takes the
 too many from the last stage, then the first, then alternately inwards: the last stage also runs the output
 head and the first holds the most activations in flight, so they are the ones to lighten (Llama 3's 126
 layers on 16 stages: 7, 8 x 14, 7, as Meta describes in section 3.3.2 of its paper). Used in: ``cost.py``.
+
+Layers over the chunks of an interleaved schedule (``chunk_layers``): the model is cut into ``pp vp`` slices
+by the same rule, and stage ``r`` runs slices ``r, r + pp, ..., r + (vp - 1) pp`` (Megatron-LM's
+interleaved assignment). With ``pp vp = L + 1`` or ``L + 2`` the first slice, then the last, is empty: a
+chunk that holds only the embedding (first stage) or only the output head (last stage), which is Llama 3's
+layout (section 3.3.2: one layer fewer on the first and last stages, "the first model chunk on the first
+stage has only the embedding, and the last model chunk on the last stage has only output projection and
+loss calculation"; 126 layers, PP 16, 128 chunks: vp 8). Where ``vp`` divides every stage's layers the
+chunks are the stage's layers split evenly, as before.
 """
 
 from __future__ import annotations
@@ -96,15 +105,17 @@ class Job:
             raise ValueError(f"Job.dtype must be bf16 or fp16; got {self.dtype!r}")
 
 
-def check_layout(job: Job, cfg: ParallelConfig) -> int:
-    """Micro-batches per step, after checking that ``cfg`` fits ``job``; ValueError naming the field."""
+def check_layout(job: Job, cfg: ParallelConfig, spare_chunks: int = 0) -> int:
+    """Micro-batches per step, after checking that ``cfg`` fits ``job``; ValueError naming the field.
+    ``spare_chunks`` (0-2): chunks that may hold no layer (the embedding's and the head's, ``chunk_layers``)."""
     sh = job.shape
     if cfg.n_gpus != job.n_gpus:
         raise ValueError(f"tp x cp x dp x pp = {cfg.n_gpus} but the job has {job.n_gpus} GPUs")
     if sh.n_heads % cfg.tp:
         raise ValueError(f"tp={cfg.tp} must divide the {sh.n_heads} attention heads")
-    if cfg.pp * cfg.vp > sh.n_layers:
-        raise ValueError(f"pp x vp = {cfg.pp * cfg.vp} exceeds the {sh.n_layers} layers")
+    if cfg.pp * cfg.vp > sh.n_layers + spare_chunks:
+        raise ValueError(f"pp x vp = {cfg.pp * cfg.vp} exceeds the {sh.n_layers} layers"
+                         + (f" + {spare_chunks} embedding/head chunks" if spare_chunks else ""))
     if sh.seq_len % cfg.cp:
         raise ValueError(f"cp={cfg.cp} must divide the sequence length {sh.seq_len}")
     per = cfg.dp * cfg.micro_batch
@@ -136,3 +147,22 @@ def stage_layers(n_layers: int, pp: int, uneven: bool = True) -> list[int]:
         surplus -= 1
         i += 1
     return out
+
+
+def chunk_layers(n_layers: int, pp: int, vp: int) -> list[list[int]]:
+    """Layers in each of the ``vp`` chunks of each of ``pp`` stages (see the module docstring): ``pp`` lists
+    of ``vp`` counts. ``pp vp`` may exceed ``n_layers`` by at most 2 (an embedding-only first chunk and a
+    head-only last chunk)."""
+    if pp < 1 or vp < 1:
+        raise ValueError(f"pp and vp must be >= 1; got pp={pp!r}, vp={vp!r}")
+    slots = pp * vp
+    if slots > n_layers + 2:
+        raise ValueError(f"pp x vp = {slots} exceeds the {n_layers} layers + 2 embedding/head chunks")
+    if slots <= n_layers:
+        slices = stage_layers(n_layers, slots, uneven=True)
+    else:                                  # one layer a slice, the last then the first left empty
+        slices = [1] * slots
+        slices[-1] = 0
+        if slots - n_layers == 2:
+            slices[0] = 0
+    return [[slices[c * pp + r] for c in range(vp)] for r in range(pp)]

@@ -9,7 +9,9 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
   otherwise), with uneven stages where it does not divide the layers; ``dp`` is what is left;
 - ``micro_batch`` is 1, 2, 4 or 8 sequences (with ``micro_batch_search``; Galvatron-2's 4 otherwise, or
   fewer where the local batch is smaller), and must divide the local batch: the global batch is the user's;
-- ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules);
+- ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules); with uneven stages
+  (``any_degrees``) also where it does not, and 8, up to ``pp vp = layers + 2`` (``layout.chunk_layers``:
+  chunks of unequal layers, an embedding-only and a head-only chunk at the ends, as in Llama 3);
 - ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
   sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing.
 
@@ -26,6 +28,7 @@ from .rules import CostRules, get_rules
 MICRO_BATCHES = (1, 2, 4, 8)
 CP_DEGREES = (1, 2, 4, 8)
 VP_DEGREES = (1, 2, 4)
+VP_DEGREES_UNEVEN = (1, 2, 4, 8)
 
 
 def _divisors(n: int) -> list[int]:
@@ -62,7 +65,9 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                if rules.pipeline_schedules and pp > 1:
+                if rules.pipeline_schedules and pp > 1 and rules.any_degrees:
+                    vps = [v for v in VP_DEGREES_UNEVEN if pp * v <= sh.n_layers + 2]
+                elif rules.pipeline_schedules and pp > 1:
                     vps = [v for v in VP_DEGREES if all(x % v == 0 for x in layers)]
                 for mb in mbs:
                     for vp in vps:
@@ -73,21 +78,37 @@ def layouts(job, rules: CostRules | None = None):
                                                      zero=zero, recompute=rc)
 
 
-def search_practice(job, rules: CostRules | None = "practice") -> tuple:
+def search_practice(job, rules: CostRules | None = "practice", prune: bool = True) -> tuple:
     """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits.
     Layouts that differ only in recompute come in the order none, selective, full (each slower and smaller
-    than the one before): once one fits, the slower ones are not priced."""
+    than the one before): once one fits, the slower ones are not priced.
+
+    ``prune`` skips what cannot win, without changing the answer: layouts that differ only in ZeRO stage and
+    recompute share their pipeline, and recompute only lengthens it, so the first of them (ZeRO 0, no
+    recompute) bounds them all: the step is at least its ``pipeline_s + p2p_s`` (the pipeline's sends do not
+    depend on either; the data-parallel term only adds), so no layout of the group beats
+    ``global_batch x seq_len / (pipeline_s + p2p_s) / GPUs`` tokens/s/GPU.
+    When that bound is no more than the best so far, the rest of the group is skipped (the search keeps the
+    first of equal layouts, so a tie cannot win either). ``prune=False`` prices every layout."""
     rules = get_rules(rules)
     best, best_est, count, fitted = None, None, 0, None
+    group, skip = None, False
     for cfg in layouts(job, rules):
-        base = cfg.with_(recompute="none")
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.vp, cfg.micro_batch, cfg.sequence_parallel)
+        if key != group:
+            group, skip = key, False
+        if skip:
+            continue
+        base = (key, cfg.zero)                # the layout but for its recompute
         if base == fitted:
             continue
         est = step_estimate(job, cfg, rules)
         count += 1
-        if not est["fits"]:
-            continue
-        fitted = base
-        if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
-            best, best_est = cfg, est
+        if est["fits"]:
+            fitted = base
+            if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
+                best, best_est = cfg, est
+        if prune and cfg.zero == 0 and cfg.recompute == "none" and best_est is not None:
+            bound = job.global_batch * job.shape.seq_len / (est["pipeline_s"] + est["p2p_s"]) / job.n_gpus
+            skip = bound <= best_est["tokens_per_s_per_gpu"]
     return best, best_est, count

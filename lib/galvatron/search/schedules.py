@@ -13,6 +13,16 @@ With ``pp`` stages, ``m`` micro-batches per step and per-micro-batch stage times
   1 chunk-micro-batches of ``L_r / vp`` layers each, at most ``vp m``: stage 0 holds about
   ``pp (1 + (pp - 1)/(pp vp))`` micro-batches of its layers. It sends ``vp`` times as often.
 
+Uneven stages and chunks (``chunked_step_s``): with stage ``r``'s chunks taking ``t_{r,c}`` per micro-batch
+(forward + backward; a stage's chunks may differ, as in Llama 3's layout where the first chunk of the first
+stage holds only the embedding and the last chunk of the last stage only the output head), the step is
+``m max_r T_r + sum_{r != r*} max_c t_{r,c}``: the slowest stage ``r*`` (``T_r = sum_c t_{r,c}``) is busy
+``m T_r*``, and the fill and drain pass one chunk of every other stage, the slowest of each. With equal
+chunks it is ``step_s``'s formula; with ``vp = 1`` it is ``step_s``'s too. It is a model, not an exact
+schedule: against the event simulation of ``lib/galvatron/practice_figures.py`` it is exact where one
+chunk makes its stage the slowest and within a few per cent where chunks differ by up to 20%
+(``tests/galvatron/search/test_uneven_interleaving.py``).
+
 Point-to-point: one send of the boundary activation per micro-batch per stage boundary forward and one back
 (``vp`` times that interleaved). Under GPipe and 1F1B they wait on the critical path (``2 t_send`` per
 micro-batch per stage); the interleaved schedule overlaps its sends with the next chunk's compute, leaving
@@ -49,6 +59,24 @@ def step_s(schedule: str, stage_s, m: int, vp: int = 1) -> float:
     return m * top + (sum(ts) - top) / vp
 
 
+def chunked_step_s(schedule: str, chunk_s, m: int) -> float:
+    """Pipeline time of one step from each stage's list of per-chunk, per-micro-batch times (forward +
+    backward; ``vp`` = the lists' common length): ``m max_r T_r + sum over the other stages of their slowest
+    chunk`` (see the module docstring)."""
+    rows = [list(map(float, r)) for r in chunk_s]
+    vp = len(rows[0]) if rows else 0
+    if not rows or vp < 1 or any(len(r) != vp for r in rows):
+        raise ValueError(f"chunk_s must be pp lists of vp >= 1 chunk times each; got {chunk_s!r}")
+    if any(t < 0 for r in rows for t in r):
+        raise ValueError(f"chunk_s must hold times >= 0; got {chunk_s!r}")
+    _check(schedule, len(rows), m, vp)
+    if schedule == "gpipe":
+        return step_s(schedule, [sum(r) for r in rows], m)
+    totals = [sum(r) for r in rows]
+    slowest = totals.index(max(totals))
+    return m * totals[slowest] + sum(max(r) for i, r in enumerate(rows) if i != slowest)
+
+
 def in_flight(schedule: str, pp: int, m: int, stage: int, vp: int = 1) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak, in units of a micro-batch of all its
     layers (fractional when interleaved: chunks are 1/vp of the stage)."""
@@ -61,6 +89,20 @@ def in_flight(schedule: str, pp: int, m: int, stage: int, vp: int = 1) -> float:
         return float(min(m, pp - stage))
     chunks = min(vp * m, 2 * (pp - stage - 1) + (vp - 1) * pp + 1)
     return chunks / vp
+
+
+def layers_in_flight(schedule: str, chunk_layers_row, pp: int, m: int, stage: int) -> float:
+    """Layer-micro-batches whose activations stage ``stage`` holds when its warm-up ends (its peak), from its
+    chunks' layer counts: the first ``k`` forwards (``in_flight``'s count in chunks) run chunk
+    ``(i // pp) mod vp`` (Megatron-LM's order: ``pp`` micro-batches per chunk in turn), so it holds the sum of
+    their layers. Equal chunks give ``in_flight x`` the stage's layers; an empty first chunk (the embedding's)
+    holds nothing."""
+    row = list(chunk_layers_row)
+    vp = len(row)
+    if schedule != "interleaved":
+        return in_flight(schedule, pp, m, stage, vp) * sum(row)
+    k = round(in_flight(schedule, pp, m, stage, vp) * vp)
+    return float(sum(row[(i // pp) % vp] for i in range(k)))
 
 
 def exposed_p2p_s(schedule: str, pp: int, m: int, send_s: float, vp: int = 1, overlap: bool = True) -> float:
