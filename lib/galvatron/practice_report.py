@@ -97,7 +97,9 @@ def estimate(run, rules) -> dict | None:
     """``step_estimate`` of the run's published configuration under ``rules``, or None where the rules cannot
     price it (a ValueError, e.g. cp > 1 without context parallelism)."""
     try:
-        return step_estimate(to_job(run), to_config(run), rules)
+        from .validate import run_rules
+
+        return step_estimate(to_job(run), to_config(run), run_rules(run, rules))
     except ValueError:
         return None
 
@@ -185,9 +187,11 @@ def picks(runs, names, rules=PRACTICE) -> dict:
         if n not in by:
             raise ValueError(f"picks: no run {n!r}; the runs are {sorted(by)}")
         run = by[n]
-        job, cfg = to_job(run), to_config(run)
-        best, best_est, count = search_practice(job, rules)
-        out[n] = {"published": cfg, "pick": best, "est_published": step_estimate(job, cfg, rules),
+        from .validate import run_rules
+
+        job, cfg, r_rules = to_job(run), to_config(run), run_rules(run, rules)      # the run's own stack
+        best, best_est, count = search_practice(job, r_rules)
+        out[n] = {"published": cfg, "pick": best, "est_published": step_estimate(job, cfg, r_rules),
                   "est_pick": best_est, "priced": count, "quoted": run.measured.tokens_per_s_per_gpu}
     return out
 

@@ -31,11 +31,21 @@ from .published import filled, load_runs, to_config, to_job
 from .search.rules import ALL_PRESETS, get_rules
 
 
+def run_rules(run, rules="practice"):
+    """``rules`` as they apply to ``run``: tensor-parallel overlap (``tp_comm_overlap``) only where the run's
+    source states it (``config.tp_comm_overlap``: Megatron-core's ``--tp-comm-overlap``); a run that does
+    not state it is priced without it."""
+    rules = get_rules(rules)
+    if rules.tp_comm_overlap and not run.config.tp_comm_overlap:
+        rules = replace(rules, tp_comm_overlap=False)
+    return rules
+
+
 def estimate_run(run, rules="practice", gpu=None) -> dict:
-    """The published configuration of ``run`` priced under ``rules`` (``gpu``: a GpuSpec to use instead of
-    the stored one, e.g. while fitting): the step estimate plus ``published`` and ``error``."""
-    job = to_job(run, gpu=gpu)
-    est = step_estimate(job, to_config(run), rules)
+    """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
+    ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting): the step estimate plus
+    ``published`` and ``error``."""
+    est = step_estimate(to_job(run, gpu=gpu), to_config(run), run_rules(run, rules))
     pub = run.measured.tokens_per_s_per_gpu
     return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0}
 
@@ -54,7 +64,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
                "config": to_config(run).label(), "filled": filled(run)}
         if search:
-            best, best_est, _ = search_practice(to_job(run), rules)
+            best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
                 row["pick"] = best.label()
                 row["pick_estimate"] = round(best_est["tokens_per_s_per_gpu"], 3)

@@ -31,9 +31,11 @@ def test_ablation_steps_switch_one_mechanism_each_and_end_at_practice():
 
 
 def test_last_ablation_step_prices_every_run_as_practice(runs):
+    from lib.galvatron.validate import estimate_run
+
     ab = pr.ablation(runs)
     for j, run in enumerate(runs):
-        e = step_estimate(to_job(run), to_config(run), PRACTICE)
+        e = estimate_run(run, PRACTICE)            # practice as it applies to the run (its TP overlap)
         assert ab.estimate[-1, j] == pytest.approx(e["tokens_per_s_per_gpu"], rel=1e-12)
     assert ab.error.shape == (len(MECHANISMS) + 1, len(runs))
 

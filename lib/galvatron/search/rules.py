@@ -54,8 +54,9 @@ attention (``fused_attention``), 1F1B and interleaved pipeline schedules (``pipe
 stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism and selective recompute
 (``sequence_parallel``, ``selective_recompute``), context parallelism (``context_parallel``), a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
-uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``) and micro-batch
-size as a search dimension (``micro_batch_search``). They are read by ``cost.step_estimate`` (a whole
+uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
+size as a search dimension (``micro_batch_search``), the attention kernel's own efficiency
+(``attention_efficiency``) and tensor-parallel communication overlapped with the GEMMs (``tp_comm_overlap``). They are read by ``cost.step_estimate`` (a whole
 step of a uniform Transformer) and ``practice_search.py``, never by the layer-wise model and search above,
 so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``).
@@ -116,6 +117,8 @@ class CostRules:
     any_degrees: bool = False
     shape_efficiency: bool = False
     micro_batch_search: bool = False
+    attention_efficiency: bool = False
+    tp_comm_overlap: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -221,7 +224,7 @@ class CostRules:
         return max(1, math.ceil(budget_mb / self.mem_bins_max))
 
 
-#: The ten mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
+#: The twelve mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
 #: switches, what it changes). Switched off, each leaves its term as the previous model had it.
 MECHANISMS = (
     ("mixed precision", ("mixed_precision",),
@@ -248,6 +251,12 @@ MECHANISMS = (
     ("micro-batch search", ("micro_batch_search",),
      "micro-batch size and gradient accumulation searched, only micro-batches in flight held; off: "
      "Galvatron-2's 4 samples per micro-batch"),
+    ("attention kernel efficiency", ("attention_efficiency",),
+     "the s x s attention core at the fraction of peak its fused kernel is quoted to reach on the GPU type "
+     "(FlashAttention-2: 50% on A100, 35% on H100; data/hardware/gpus/), not at the GEMMs' rate"),
+    ("tensor-parallel overlap", ("tp_comm_overlap",),
+     "with sequence parallelism, TP all-gathers and reduce-scatters pipelined with the GEMMs around them "
+     "(Megatron-core --tp-comm-overlap); validate keeps it off for runs that do not state it"),
 )
 MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 
