@@ -7,7 +7,8 @@ A field the source does not state is ``null``; the planner fills it with its doc
 
 =================== ==================================================================================
 ``vp``              1: plain 1F1B (no interleaving)
-``micro_batch``     1 sequence (Megatron-LM's default ``--micro-batch-size``)
+``micro_batch``     1 sequence, the smallest (Megatron-LM has no default ``--micro-batch-size``: a run
+                    states one; ``validate.estimate_run(fill="planner")`` tries the planner's choice)
 ``sequence_parallel`` on whenever tp > 1 (Megatron-LM's recommendation with TP since Korthikanti et al.)
 ``zero``            0: plain data parallel
 ``recompute``       ``none`` (Megatron-LM's default)
