@@ -264,7 +264,7 @@ def breakdown_table(runs, rules=PRACTICE) -> Table:
     split by :func:`breakdown`, in shares of the step, with the error against the published figure."""
     from .validate import estimate_run
 
-    kinds = ("gemm", "attention", "recompute", "tp", "bubble", "dp")
+    kinds = ("gemm", "attention", "recompute", "tp", "head", "bubble", "dp")
     rows = []
     for r in runs:
         e = estimate_run(r, rules)
@@ -272,7 +272,7 @@ def breakdown_table(runs, rules=PRACTICE) -> Table:
         rows.append([r.name, f"{e['micro_batches']}", f"{e['step_s']:.2f}"]
                     + [f"{b[k] / e['step_s']:.0%}" for k in kinds] + [f"{e['error']:+.1%}"])
     return Table(["run", "micro-batches", "step (s)", "GEMMs", "attention", "recompute", "TP exposed",
-                  "bubble", "DP/ZeRO exposed", "error"], rows,
+                  "head", "bubble", "DP/ZeRO exposed", "error"], rows,
                  caption="estimated (practice) shares of one step of the published configuration, on its "
                          "fullest pipeline stage; error against the published tokens/s/GPU (quoted)")
 
