@@ -1,5 +1,7 @@
-"""What the chapter "From the paper to practice" computes: the ablation of the ten mechanisms of ``practice`` on
-published runs, fitted and held-out runs apart, and the planner's pick against the published configuration.
+"""What the chapter "From the paper to practice" computes: the ablation of the twelve mechanisms of
+``practice`` on published runs, fitted and held-out runs apart, the step split by kind (:func:`breakdown`),
+the unstated micro-batch's what-if (:func:`fill_what_if`) and the planner's pick against the published
+configuration.
 
 Everything here is an *estimate* of the cost model (``search/cost.py``'s ``step_estimate``) on the GPU
 constants of ``data/hardware/gpus/``, judged against figures *quoted* from the sources named in each run's

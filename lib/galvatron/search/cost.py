@@ -384,5 +384,6 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             "stage_peak_bytes": peaks, "micro_batches": m, "schedule": schedule, "vp": vp, "zero": zero,
             "sequence_parallel": sp, "recompute": recompute, "stage_layers": layers,
             "pipeline_s": pipe_s, "p2p_s": p2p_s, "dp_s": dp_exposed, "fwd_s": fwd, "bwd_s": bwd,
-            "recompute_s": recomp, "attention_s": attn_fwd, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s, "stage_s": stage_s,
+            "recompute_s": recomp, "attention_s": attn_fwd, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s,
+            "stage_s": stage_s,
             "efficiency": rate / gpu.flops(job.dtype), "activation_bytes_per_layer": a_layer}

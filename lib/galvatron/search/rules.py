@@ -56,9 +56,9 @@ stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
 uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
 size as a search dimension (``micro_batch_search``), the attention kernel's own efficiency
-(``attention_efficiency``) and tensor-parallel communication overlapped with the GEMMs (``tp_comm_overlap``). They are read by ``cost.step_estimate`` (a whole
-step of a uniform Transformer) and ``practice_search.py``, never by the layer-wise model and search above,
-so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
+(``attention_efficiency``) and tensor-parallel communication overlapped with the GEMMs (``tp_comm_overlap``).
+They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``).
 
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
