@@ -32,12 +32,14 @@ from .search.rules import ALL_PRESETS, get_rules
 
 
 def run_rules(run, rules="practice"):
-    """``rules`` as they apply to ``run``: tensor-parallel overlap (``tp_comm_overlap``) only where the run's
-    source states it (``config.tp_comm_overlap``: Megatron-core's ``--tp-comm-overlap``); a run that does
-    not state it is priced without it."""
+    """``rules`` as they apply to ``run``: its software stack's fields (``rules.STACK_FIELDS``) from its
+    source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
+    ``--tp-comm-overlap``), off where it does not; it acts only with sequence parallelism, so under the
+    paper's presets it changes nothing."""
     rules = get_rules(rules)
-    if rules.tp_comm_overlap and not run.config.tp_comm_overlap:
-        rules = replace(rules, tp_comm_overlap=False)
+    stated = bool(run.config.tp_comm_overlap)
+    if rules.tp_comm_overlap != stated:
+        rules = replace(rules, tp_comm_overlap=stated)
     return rules
 
 

@@ -166,9 +166,16 @@ def test_tp_overlap_only_where_the_source_states_it(runs):
     assert not run_rules(by["sc21-gpt-18.4b"]).tp_comm_overlap
     assert not run_rules(by["llama3-405b-16384-8192"]).tp_comm_overlap
     # the stated overlap hides mcore-h100-32b's TP messages under its GEMMs: faster than without
-    e = estimate_run(by["mcore-h100-32b"])
-    e_off = estimate_run(by["mcore-h100-32b"], run_rules(by["mcore-h100-32b"]).with_(tp_comm_overlap=False))
+    from lib.galvatron.published import to_config, to_job
+    from lib.galvatron.search.cost import step_estimate
+
+    r = by["mcore-h100-32b"]
+    e = estimate_run(r)
+    e_off = step_estimate(to_job(r), to_config(r), "practice")          # practice itself: no overlap
     assert e["tp_s"] < e_off["tp_s"] and e["tokens_per_s_per_gpu"] > e_off["tokens_per_s_per_gpu"]
+    # a run that does not state it is priced as practice prices it
+    s = by["llama3-405b-16384-8192"]
+    assert estimate_run(s)["step_s"] == step_estimate(to_job(s), to_config(s), "practice")["step_s"]
 
 
 def test_null_fields_get_the_documented_defaults(runs):

@@ -15,7 +15,8 @@ from lib.galvatron.search.cost import step_estimate
 from lib.galvatron.search.efficiency import efficiency, load_gpu
 from lib.galvatron.search.layout import Job, ParallelConfig, stage_layers
 from lib.galvatron.search.precision import bytes_per_value
-from lib.galvatron.search.rules import GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, VLDB2023, get_rules
+from lib.galvatron.search.rules import (GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, STACK_FIELDS,
+                                        VLDB2023, get_rules)
 
 H100 = load_gpu("h100-sxm-80gb")
 A100 = load_gpu("a100-sxm-80gb")
@@ -157,7 +158,9 @@ def test_presets_keep_every_mechanism_off():
     for r in (GALVATRON2, VLDB2023):
         assert not any(getattr(r, f) for f in MECHANISM_FIELDS)
     assert all(getattr(PRACTICE, f) for f in MECHANISM_FIELDS) and get_rules("practice") is PRACTICE
-    assert len(MECHANISMS) == 12
+    assert len(MECHANISMS) == 11
+    # a stack's fields are off in every preset, practice included (set per run by validate.run_rules)
+    assert not any(getattr(r, f) for r in (GALVATRON2, VLDB2023, PRACTICE) for f in STACK_FIELDS)
     with pytest.raises(ValueError, match="CostRules.fused_attention"):
         PRACTICE.with_(fused_attention=1)
 
@@ -225,10 +228,7 @@ def test_each_switch_changes_its_own_terms(name, fields, _):
         assert on["attention_s"] == pytest.approx(flops / (989.5e12 * 0.35))
         assert e["attention_s"] == pytest.approx(flops / (989.5e12 * on["efficiency"]))
         assert e["fwd_s"] - e["attention_s"] == pytest.approx(on["fwd_s"] - on["attention_s"])
-    elif fields == ("tp_comm_overlap",):
-        assert on["tp_s"] < e["tp_s"] and on["fwd_s"] == e["fwd_s"] and e["tp_s"] == pytest.approx(
-            _tp_by_hand(j, CFG, e["fwd_s"], e["attention_s"], overlap=False))
-        assert on["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, on["fwd_s"], on["attention_s"], overlap=True))
+
     elif fields == ("micro_batch_search",):
         assert e == on             # a search dimension only: the estimate of a given layout is unchanged
 
@@ -246,16 +246,39 @@ def _tp_by_hand(j, cfg, fwd, attn, overlap):
     return 2 * one + max(0.0, 2 * one - fwd)
 
 
+OVERLAP = PRACTICE.with_(name="practice+tp-overlap", tp_comm_overlap=True)
+
+
+def test_tp_overlap_by_hand():
+    """Off (practice): the previous TP terms; on: each direction hidden under its GEMMs (here entirely)."""
+    j = job()
+    on, e = step_estimate(j, CFG, OVERLAP), step_estimate(j, CFG, PRACTICE)
+    assert e["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, e["fwd_s"], e["attention_s"], overlap=False))
+    assert on["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, on["fwd_s"], on["attention_s"], overlap=True))
+    assert on["tp_s"] < e["tp_s"] and on["fwd_s"] == e["fwd_s"]
+    assert {k: v for k, v in on.items() if k not in ("tp_s", "stage_s", "pipeline_s", "step_s",
+                                                       "tokens_per_s_per_gpu", "tflops_per_gpu")} == \
+        {k: v for k, v in e.items() if k not in ("tp_s", "stage_s", "pipeline_s", "step_s",
+                                                  "tokens_per_s_per_gpu", "tflops_per_gpu")}
+
+
 def test_tp_overlap_by_hand_when_the_messages_outlast_the_gemms():
     """A slow NVLink (1 GB/s) makes the TP collectives longer than the GEMMs: only the excess stays."""
     slow = H100.__class__(**{**H100.__dict__, "nvlink_bw": 1e9})
     j = job(gpu=slow)
-    on, e = step_estimate(j, CFG, PRACTICE), step_estimate(j, CFG, off("tp_comm_overlap"))
+    on, e = step_estimate(j, CFG, OVERLAP), step_estimate(j, CFG, PRACTICE)
     assert on["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, on["fwd_s"], on["attention_s"], overlap=True))
     assert 0 < on["tp_s"] < e["tp_s"]
     # without sequence parallelism there is nothing to pipeline: the switch changes nothing
     no_sp = CFG.with_(sequence_parallel=False)
-    assert step_estimate(j, no_sp, PRACTICE)["tp_s"] == step_estimate(j, no_sp, off("tp_comm_overlap"))["tp_s"]
+    assert step_estimate(j, no_sp, OVERLAP)["tp_s"] == step_estimate(j, no_sp, PRACTICE)["tp_s"]
+
+
+def test_the_layerwise_search_refuses_a_stack_field():
+    from lib.galvatron.search.engine import _layerwise
+
+    with pytest.raises(ValueError, match="tp_comm_overlap"):
+        _layerwise(GALVATRON2.with_(tp_comm_overlap=True))
 
 
 def test_step_estimate_errors_name_the_field():
