@@ -188,3 +188,19 @@ def test_fill_what_if_moves_the_h100_fit_inside_its_bounds(runs):
     assert w["summary"]["cal"]["planner"][1] > 0.35 >= w["summary"]["cal"]["one"][1]
     worst = max((r for r in w["rows"][:len(runs)]), key=lambda r: abs(r[3]))
     assert worst[0].startswith("llama3")
+
+
+def test_attention_shares_by_hand():
+    from lib.galvatron import practice_figures as pf
+    from lib.galvatron.search.efficiency import efficiency, load_gpu
+
+    g = load_gpu("h100-sxm-80gb")
+    r = pf.attention_shares(g, 4096, seqs=(4096, 32768))
+    # 4096 tokens, h = 4096: causal attention 2 s h = 2 * 4096 * 4096 FLOPs per token, the GEMMs 24 h^2
+    a, m = 2 * 4096 * 4096, 24 * 4096 ** 2
+    assert r["gemm rate"][0] == pytest.approx(a / (a + m))                   # same rate: a FLOP share
+    eff = efficiency(g, 4096)
+    assert r["kernel rate"][0] == pytest.approx((a / 0.35) / (a / 0.35 + m / eff))
+    assert r["kernel rate"][1] > r["gemm rate"][1] > r["gemm rate"][0]
+    fig = pf.attention_figure(g, 4096, "a 4096-wide layer", seqs=(4096, 32768))
+    assert len(fig.data) == 2 and "35%" in fig.data[1].name
