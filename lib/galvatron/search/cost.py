@@ -289,13 +289,16 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
 
     # compute: one layer, one micro-batch
     rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency)
-    # the s^2 attention core runs in its own fused kernel, at the fraction of peak that kernel is quoted to
-    # reach on this GPU type (attention_efficiency; off: at the GEMMs' rate)
-    attn_rate = gpu.flops(job.dtype) * gpu.attention_fraction if rules.attention_efficiency else rate
     tokens = mb * s / cp
     attn_tok = act.attention_flops_per_token(s, h, causal_skip=rules.fused_attention)
-    attn_fwd = tokens * attn_tok / tp / attn_rate
-    fwd = tokens * 2.0 * sh._matmul_params() / tp / rate + attn_fwd
+    if rules.attention_efficiency:
+        # the s^2 attention core runs in its own fused kernel, at the fraction of peak that kernel is quoted
+        # to reach on this GPU type (data/hardware/gpus/: attention_fraction), not at the GEMMs' rate
+        attn_fwd = tokens * attn_tok / tp / (gpu.flops(job.dtype) * gpu.attention_fraction)
+        fwd = tokens * 2.0 * sh._matmul_params() / tp / rate + attn_fwd
+    else:
+        fwd = tokens * (2.0 * sh._matmul_params() + attn_tok) / tp / rate
+        attn_fwd = tokens * attn_tok / tp / rate
     bwd = 2.0 * fwd
     recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
@@ -384,6 +387,6 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             "stage_peak_bytes": peaks, "micro_batches": m, "schedule": schedule, "vp": vp, "zero": zero,
             "sequence_parallel": sp, "recompute": recompute, "stage_layers": layers,
             "pipeline_s": pipe_s, "p2p_s": p2p_s, "dp_s": dp_exposed, "fwd_s": fwd, "bwd_s": bwd,
-            "recompute_s": recomp, "attention_s": attn_fwd, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s,
-            "stage_s": stage_s,
-            "efficiency": rate / gpu.flops(job.dtype), "activation_bytes_per_layer": a_layer}
+            "recompute_s": recomp, "tp_s": tp_s, "cp_s": cp_s, "head_s": head_s, "stage_s": stage_s,
+            "efficiency": rate / gpu.flops(job.dtype), "activation_bytes_per_layer": a_layer,
+            "attention_s": attn_fwd}

@@ -228,6 +228,11 @@ def test_each_switch_changes_its_own_terms(name, fields, _):
         assert on["attention_s"] == pytest.approx(flops / (989.5e12 * 0.35))
         assert e["attention_s"] == pytest.approx(flops / (989.5e12 * on["efficiency"]))
         assert e["fwd_s"] - e["attention_s"] == pytest.approx(on["fwd_s"] - on["attention_s"])
+        # off: the previous formula, to the bit
+        sh = j.shape
+        tokens = CFG.micro_batch * sh.seq_len
+        rate = H100.flops("bf16") * e["efficiency"]
+        assert e["fwd_s"] == tokens * (2.0 * sh._matmul_params() + 2 * sh.seq_len * sh.hidden) / 4 / rate
 
     elif fields == ("micro_batch_search",):
         assert e == on             # a search dimension only: the estimate of a given layout is unchanged
