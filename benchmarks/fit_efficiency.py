@@ -3,6 +3,7 @@ runs without pipeline parallelism, and report the error on fitted and held-out r
 
     python benchmarks/fit_efficiency.py            # print the fit and the errors
     python benchmarks/fit_efficiency.py --write    # also store the constants in data/hardware/gpus/
+    python benchmarks/fit_efficiency.py --fill planner   # what-if: null micro-batches as the planner picks
 
 Why these runs: with pp = 1 a run's time is compute, tensor-parallel messages and the data-parallel tail, so
 its error says most about compute efficiency; every pipelined run (and both Llama 3 runs) is held out to judge
@@ -23,9 +24,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.atomic import write_text  # noqa: E402
-from lib.galvatron.search.efficiency import GPU_DIR, load_gpu  # noqa: E402
+from lib.galvatron.search.efficiency import GPU_DIR, at_edge, load_gpu  # noqa: E402
 from lib.galvatron.published import load_runs  # noqa: E402
-from lib.galvatron.validate import estimate_run, fit_efficiency, with_efficiency  # noqa: E402
+from lib.galvatron.validate import MICRO_BATCH_FILLS, estimate_run, fit_efficiency, with_efficiency  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibration.json"
 
@@ -33,17 +34,23 @@ RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibr
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="store the constants in data/hardware/gpus/")
+    ap.add_argument("--fill", choices=MICRO_BATCH_FILLS, default="one",
+                    help="how a null micro-batch is filled (validate.MICRO_BATCH_FILLS); only 'one' may --write")
     a = ap.parse_args(argv)
+    if a.write and a.fill != "one":
+        ap.error("--write stores the constants of the documented fill only (--fill one)")
     runs = load_runs(str(RUNS)).runs
     every = {"fitted": [], "held out": []}
     for name in ("a100-sxm-80gb", "h100-sxm-80gb"):
-        p, k, rms, names = fit_efficiency(runs, name)
-        print(f"{name}: peak_fraction {p}, knee {k}, RMS log error {rms:.3f} on {names}")
+        p, k, rms, names = fit_efficiency(runs, name, a.fill)
+        edge = at_edge(p, k)
+        print(f"{name}: peak_fraction {p}, knee {k}, RMS log error {rms:.3f} on {names}"
+              + (f"  ON THE FIT'S EDGE: {edge}" if edge else ""))
         g = with_efficiency(load_gpu(name), p, k)
         for r in runs:
             if r.cluster.gpu != name:
                 continue
-            e = estimate_run(r, "practice", g)
+            e = estimate_run(r, "practice", g, a.fill)
             tag = "fitted" if r.name in names else "held out"
             every[tag].append(abs(e["error"]))
             print(f"  {tag:<9}{r.name:26s} error {e['error']:+.1%}  fits {e['fits']}  peak {e['peak_gb']:.1f} GB")

@@ -283,3 +283,41 @@ def parity_figure(ab, steps: tuple, fitted: set, names: tuple | None = None):
     fig.update_yaxes(type="log", title_text="estimated tokens/s/GPU", range=np.log10([lo, hi]))
     return layout(fig, "Estimate against published, each published configuration (diamonds: fitted runs)",
                   height=480)
+
+
+def attention_shares(gpu, h: int, seqs=(2048, 4096, 8192, 16384, 32768, 65536), ffn: int | None = None) -> dict:
+    """Share of a layer's compute time (per token, forward; backward scales both parts alike) spent in the
+    causal attention core, priced at the GEMMs' rate of the efficiency curve and at the attention kernel's
+    quoted rate (``gpu.attention_fraction``): {"gemm rate": [...], "kernel rate": [...]} over ``seqs``."""
+    from .search.activations import attention_flops_per_token
+    from .search.efficiency import efficiency
+
+    ffn = 4 * h if ffn is None else ffn
+    gemm = 2.0 * (4 * h * h + 2 * h * ffn)                 # QKV, out-projection and the MLP, FLOPs per token
+    eff = efficiency(gpu, h)
+    out = {"gemm rate": [], "kernel rate": []}
+    for s in seqs:
+        a = attention_flops_per_token(s, h, causal_skip=True)
+        for key, rate in (("gemm rate", eff), ("kernel rate", gpu.attention_fraction)):
+            t_a = a / rate
+            out[key].append(t_a / (t_a + gemm / eff))
+    return out
+
+
+def attention_figure(gpu, h: int, name: str, seqs=(2048, 4096, 8192, 16384, 32768, 65536)):
+    """The attention core's share of a layer's compute time against the sequence length, at the GEMMs'
+    rate and at the attention kernel's quoted rate (``attention_shares``)."""
+    import plotly.graph_objects as go
+
+    r = attention_shares(gpu, h, seqs)
+    fig = go.Figure()
+    for i, (key, label) in enumerate((("gemm rate", "at the GEMMs' fitted rate (before)"),
+                                      ("kernel rate", f"at the kernel's quoted {gpu.attention_fraction:.0%} "
+                                                      f"of peak (practice)"))):
+        fig.add_trace(go.Scatter(x=list(seqs), y=[100 * v for v in r[key]], mode="lines+markers",
+                                 name=label, line=dict(color=SEQUENCE[i])))
+    fig.update_xaxes(type="log", tickvals=list(seqs), ticktext=[f"{s // 1024}K" for s in seqs],
+                     title_text="sequence length (tokens)")
+    fig.update_yaxes(title_text="attention's share of compute time (%)", range=[0, 100])
+    return layout(fig, f"The attention core's share of a layer's compute, {name} on {gpu.name} (estimated)",
+                  height=380)

@@ -1,5 +1,7 @@
-"""What the chapter "From the paper to practice" computes: the ablation of the ten mechanisms of ``practice`` on
-published runs, fitted and held-out runs apart, and the planner's pick against the published configuration.
+"""What the chapter "From the paper to practice" computes: the ablation of the eleven mechanisms of
+``practice`` on published runs, fitted and held-out runs apart, the step split by kind (:func:`breakdown`),
+the unstated micro-batch's what-if (:func:`fill_what_if`) and the planner's pick against the published
+configuration.
 
 Everything here is an *estimate* of the cost model (``search/cost.py``'s ``step_estimate``) on the GPU
 constants of ``data/hardware/gpus/``, judged against figures *quoted* from the sources named in each run's
@@ -97,7 +99,9 @@ def estimate(run, rules) -> dict | None:
     """``step_estimate`` of the run's published configuration under ``rules``, or None where the rules cannot
     price it (a ValueError, e.g. cp > 1 without context parallelism)."""
     try:
-        return step_estimate(to_job(run), to_config(run), rules)
+        from .validate import run_rules
+
+        return step_estimate(to_job(run), to_config(run), run_rules(run, rules))
     except ValueError:
         return None
 
@@ -185,9 +189,11 @@ def picks(runs, names, rules=PRACTICE) -> dict:
         if n not in by:
             raise ValueError(f"picks: no run {n!r}; the runs are {sorted(by)}")
         run = by[n]
-        job, cfg = to_job(run), to_config(run)
-        best, best_est, count = search_practice(job, rules)
-        out[n] = {"published": cfg, "pick": best, "est_published": step_estimate(job, cfg, rules),
+        from .validate import run_rules
+
+        job, cfg, r_rules = to_job(run), to_config(run), run_rules(run, rules)      # the run's own stack
+        best, best_est, count = search_practice(job, r_rules)
+        out[n] = {"published": cfg, "pick": best, "est_published": step_estimate(job, cfg, r_rules),
                   "est_pick": best_est, "priced": count, "quoted": run.measured.tokens_per_s_per_gpu}
     return out
 
@@ -233,3 +239,77 @@ def bubble_share(e: dict) -> float:
     """The share of a step spent in the pipeline bubble: (pipeline time - m x the slowest stage's time) /
     step."""
     return (e["pipeline_s"] - e["micro_batches"] * max(e["stage_s"])) / e["step_s"]
+
+
+def breakdown(e: dict) -> dict:
+    """One step's seconds by kind (estimated), on the fullest pipeline stage: ``gemm`` (matrix multiplies,
+    forward and backward), ``attention`` (the attention core's kernel, forward and backward), ``recompute``,
+    ``tp`` (tensor-parallel messages left exposed), ``head`` (output layer), ``bubble`` (the pipeline's idle
+    time), ``p2p`` and ``dp`` (exposed sends and data-parallel / ZeRO messages). They add up to ``step_s``
+    (``cp`` messages, when any, are in ``other``)."""
+    m, n = e["micro_batches"], max(e["stage_layers"])
+    last = len(e["stage_s"]) - 1
+    per = {"gemm": 3.0 * (e["fwd_s"] - e["attention_s"]), "attention": 3.0 * e["attention_s"],
+           "recompute": e["recompute_s"], "tp": e["tp_s"]}
+    slow = int(np.argmax(e["stage_s"]))
+    n = e["stage_layers"][slow]
+    out = {k: m * n * v for k, v in per.items()}
+    out["head"] = m * e["head_s"] if slow == last else 0.0
+    out["bubble"] = e["pipeline_s"] - m * max(e["stage_s"])
+    out["p2p"], out["dp"] = e["p2p_s"], e["dp_s"]
+    out["other"] = e["step_s"] - sum(out.values())
+    return out
+
+
+def breakdown_table(runs, rules=PRACTICE) -> Table:
+    """For each run, its published configuration's step (estimated under ``rules`` as they apply to it)
+    split by :func:`breakdown`, in shares of the step, with the error against the published figure."""
+    from .validate import estimate_run
+
+    kinds = ("gemm", "attention", "recompute", "tp", "head", "bubble", "dp")
+    rows = []
+    for r in runs:
+        e = estimate_run(r, rules)
+        b = breakdown(e)
+        rows.append([r.name, f"{e['micro_batches']}", f"{e['step_s']:.2f}"]
+                    + [f"{b[k] / e['step_s']:.0%}" for k in kinds] + [f"{e['error']:+.1%}"])
+    return Table(["run", "micro-batches", "step (s)", "GEMMs", "attention", "recompute", "TP exposed",
+                  "head", "bubble", "DP/ZeRO exposed", "error"], rows,
+                 caption="estimated (practice) shares of one step of the published configuration, on its "
+                         "fullest pipeline stage; error against the published tokens/s/GPU (quoted)")
+
+
+def fill_what_if(runs, held) -> dict:
+    """Chapter 9's what-if on the unstated micro-batch: the efficiency constants refitted (to the same runs,
+    ``fitted_to``) with null micro-batches filled by the planner's choice instead of 1, and every run's error
+    under both fills (estimated): {"constants": {gpu: (peak_fraction, knee)}, "rows": [(name, gpu, error
+    with 1, error with the planner's fill, micro-batch the planner filled)], "summary": {"cal"/"held":
+    {"one"/"planner": (median, largest)}}}."""
+    from .search.efficiency import load_gpu
+    from .validate import estimate_run, fit_efficiency, with_efficiency
+
+    gpus = {}
+    for g in sorted({r.cluster.gpu for r in runs}):
+        p, k, _, _ = fit_efficiency(runs, g, fill="planner")
+        gpus[g] = with_efficiency(load_gpu(g), p, k)
+    rows, summary = [], {}
+    for tag, group in (("cal", runs), ("held", held)):
+        errs = {"one": [], "planner": []}
+        for r in group:
+            a = estimate_run(r, PRACTICE)
+            b = estimate_run(r, PRACTICE, gpus[r.cluster.gpu], fill="planner")
+            rows.append((r.name, r.cluster.gpu, a["error"], b["error"], b["micro_batch"]))
+            errs["one"].append(abs(a["error"]))
+            errs["planner"].append(abs(b["error"]))
+        summary[tag] = {k: (float(np.median(v)), float(np.max(v))) for k, v in errs.items()}
+    return {"constants": {g: (s.peak_fraction, s.knee) for g, s in gpus.items()}, "rows": rows,
+            "summary": summary}
+
+
+def fill_what_if_table(w: dict, names) -> Table:
+    """The rows of :func:`fill_what_if` for the runs ``names``, in that order."""
+    by = {r[0]: r for r in w["rows"]}
+    rows = [[n, f"{by[n][2]:+.1%}", f"{by[n][4]}", f"{by[n][3]:+.1%}"] for n in names]
+    return Table(["run", "error, micro-batch 1", "planner's micro-batch", "error, planner's fill and refit"],
+                 rows, caption="estimated (practice) against the published tokens/s/GPU (quoted); the right "
+                               "column refits the efficiency constants to the same runs under that fill")

@@ -7,11 +7,14 @@ A field the source does not state is ``null``; the planner fills it with its doc
 
 =================== ==================================================================================
 ``vp``              1: plain 1F1B (no interleaving)
-``micro_batch``     1 sequence (Megatron-LM's default ``--micro-batch-size``)
+``micro_batch``     1 sequence, the smallest (Megatron-LM has no default ``--micro-batch-size``: a run
+                    states one; ``validate.estimate_run(fill="planner")`` tries the planner's choice)
 ``sequence_parallel`` on whenever tp > 1 (Megatron-LM's recommendation with TP since Korthikanti et al.)
 ``zero``            0: plain data parallel
 ``recompute``       ``none`` (Megatron-LM's default)
 ``cp``              1
+``tp_comm_overlap`` false: TP communication overlapped with the GEMMs only where the source states it
+                    (Megatron-core's ``--tp-comm-overlap``); an optional field beyond the spec's schema
 ``kv_heads``        ``heads`` (multi-head attention); ``ffn``: 4 x hidden; ``gated_mlp``: false
 ``dropout``         true (Megatron-LM's GPT default, 0.1); an optional field beyond the spec's schema
 ``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR)
@@ -68,6 +71,7 @@ class Config(_Strict):
     sequence_parallel: Optional[bool] = None
     zero: Optional[Literal[0, 1, 2, 3]] = None
     recompute: Optional[Literal["none", "selective", "full"]] = None
+    tp_comm_overlap: Optional[bool] = None
 
 
 class Measured(_Strict):

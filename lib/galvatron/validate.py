@@ -31,13 +31,44 @@ from .published import filled, load_runs, to_config, to_job
 from .search.rules import ALL_PRESETS, get_rules
 
 
-def estimate_run(run, rules="practice", gpu=None) -> dict:
-    """The published configuration of ``run`` priced under ``rules`` (``gpu``: a GpuSpec to use instead of
-    the stored one, e.g. while fitting): the step estimate plus ``published`` and ``error``."""
-    job = to_job(run, gpu=gpu)
-    est = step_estimate(job, to_config(run), rules)
+def run_rules(run, rules="practice"):
+    """``rules`` as they apply to ``run``: its software stack's fields (``rules.STACK_FIELDS``) from its
+    source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
+    ``--tp-comm-overlap``), off where it does not; it acts only with sequence parallelism, so under the
+    paper's presets it changes nothing."""
+    rules = get_rules(rules)
+    stated = bool(run.config.tp_comm_overlap)
+    if rules.tp_comm_overlap != stated:
+        rules = replace(rules, tp_comm_overlap=stated)
+    return rules
+
+
+#: How a micro-batch the source does not state (null) is filled: ``"one"``, 1 sequence (the documented
+#: default of ``published.py``); ``"planner"``, the planner's own choice, the fastest of 1, 2, 4 and 8 that
+#: divides the per-rank batch, leaves at least ``pp`` micro-batches and fits. A what-if for chapter 9's
+#: diagnosis of the H100 fit (Megatron-LM has no default ``--micro-batch-size``: a run states one).
+MICRO_BATCH_FILLS = ("one", "planner")
+
+
+def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
+    """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
+    ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting; ``fill``: see
+    ``MICRO_BATCH_FILLS``): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
+    if fill not in MICRO_BATCH_FILLS:
+        raise ValueError(f"fill must be one of {MICRO_BATCH_FILLS}; got {fill!r}")
+    job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
+    est = step_estimate(job, cfg, rules)
+    if fill == "planner" and run.config.micro_batch is None:
+        local = run.global_batch // (cfg.dp * cfg.cp)
+        for mb in (2, 4, 8):
+            if local % mb or local // mb < cfg.pp:
+                continue
+            e = step_estimate(job, replace(cfg, micro_batch=mb), rules)
+            if e["fits"] and e["tokens_per_s_per_gpu"] > est["tokens_per_s_per_gpu"]:
+                est, cfg = e, replace(cfg, micro_batch=mb)
     pub = run.measured.tokens_per_s_per_gpu
-    return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0}
+    return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
+            "micro_batch": cfg.micro_batch}
 
 
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
@@ -54,7 +85,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
                "config": to_config(run).label(), "filled": filled(run)}
         if search:
-            best, best_est, _ = search_practice(to_job(run), rules)
+            best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
                 row["pick"] = best.label()
                 row["pick_estimate"] = round(best_est["tokens_per_s_per_gpu"], 3)
@@ -130,7 +161,7 @@ def fit_runs(runs, gpu_name: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
 
 
-def fit_efficiency(runs, gpu_name: str) -> tuple:
+def fit_efficiency(runs, gpu_name: str, fill: str = "one") -> tuple:
     """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
     constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
     ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
@@ -145,7 +176,7 @@ def fit_efficiency(runs, gpu_name: str) -> tuple:
 
     def objective(p, k):
         g = with_efficiency(gpu, p, k)
-        return float(np.mean([math.log1p(estimate_run(r, "practice", g)["error"]) ** 2 for r in chosen]))
+        return float(np.mean([math.log1p(estimate_run(r, "practice", g, fill)["error"]) ** 2 for r in chosen]))
 
     p, k, v = fit(objective)
     return p, k, math.sqrt(v), [r.name for r in chosen]

@@ -42,6 +42,7 @@ class GpuSpec:
     peak_fraction: float
     knee: float
     fitted_to: tuple = field(default_factory=tuple)
+    attention_fraction: float = 0.5   # fused attention kernel's fraction of peak, quoted (not fitted)
 
     def __post_init__(self):
         for f in ("usable_mem_bytes", "nvlink_bw", "peak_fraction", "flat_fraction"):
@@ -49,6 +50,9 @@ class GpuSpec:
                 raise ValueError(f"GpuSpec.{f} must be > 0; got {getattr(self, f)!r} ({self.name})")
         if not 0 < self.link_efficiency <= 1 or self.peak_fraction > 1:
             raise ValueError(f"GpuSpec {self.name}: link_efficiency and peak_fraction must be in (0, 1]")
+        if not 0 < self.attention_fraction <= 1:
+            raise ValueError(f"GpuSpec.attention_fraction must be in (0, 1]; got {self.attention_fraction!r} "
+                             f"({self.name})")
         if self.knee < 0:
             raise ValueError(f"GpuSpec.knee must be >= 0; got {self.knee!r} ({self.name})")
 
@@ -76,7 +80,7 @@ def load_gpu(name: str, data_dir=None) -> GpuSpec:
                    link_efficiency=float(d["link_efficiency"]), nvlink_latency_s=float(d["nvlink_latency_s"]),
                    port_latency_s=float(d["port_latency_s"]), flat_fraction=float(d["flat_flops_efficiency"]),
                    peak_fraction=float(e["peak_fraction"]), knee=float(e["knee"]),
-                   fitted_to=tuple(e["fitted_to"]))
+                   fitted_to=tuple(e["fitted_to"]), attention_fraction=float(d["attention_fraction"]))
 
 
 def efficiency(gpu: GpuSpec, width: float, shaped: bool = True) -> float:
@@ -86,14 +90,33 @@ def efficiency(gpu: GpuSpec, width: float, shaped: bool = True) -> float:
     return gpu.peak_fraction * width / (width + gpu.knee)
 
 
+#: The fit's bounds. A GEMM cannot run at the datasheet's peak: the largest bf16 GEMMs reach roughly 70-80%
+#: of it, and a layer adds memory-bound work, so a peak fraction above 0.9 would mean the model charges too
+#: much elsewhere (the grid's upper edge is a diagnostic, not a value to accept; tests check a fit is inside).
+PEAK_BOUNDS = (0.30, 0.90)
+KNEE_BOUNDS = (0.0, 6000.0)
+
+
 def fit(objective) -> tuple[float, float, float]:
     """(peak_fraction, knee, objective value) minimising ``objective(peak_fraction, knee)``: a coarse grid
-    (peak fraction 0.30 to 1.00 in steps of 0.02, knee 0 to 6000 in steps of 250), then a fine one around its
-    best (steps of 0.002 and 25). Deterministic."""
-    p0, k0, _ = _grid(objective, np.round(np.arange(0.30, 1.0001, 0.02), 3), np.arange(0.0, 6000.1, 250.0))
-    peaks = np.round(np.arange(max(0.2, p0 - 0.02), min(1.0, p0 + 0.02) + 1e-9, 0.002), 3)
-    knees = np.arange(max(0.0, k0 - 250), k0 + 250.1, 25.0)
+    (peak fraction over ``PEAK_BOUNDS`` in steps of 0.02, knee over ``KNEE_BOUNDS`` in steps of 250), then a
+    fine one around its best (steps of 0.002 and 25), never past the bounds. Deterministic."""
+    lo, hi = PEAK_BOUNDS
+    p0, k0, _ = _grid(objective, np.round(np.arange(lo, hi + 1e-4, 0.02), 3),
+                      np.arange(KNEE_BOUNDS[0], KNEE_BOUNDS[1] + 0.1, 250.0))
+    peaks = np.round(np.arange(max(lo, p0 - 0.02), min(hi, p0 + 0.02) + 1e-9, 0.002), 3)
+    knees = np.arange(max(KNEE_BOUNDS[0], k0 - 250), min(KNEE_BOUNDS[1], k0 + 250) + 0.1, 25.0)
     return _grid(objective, peaks, knees)
+
+
+def at_edge(peak_fraction: float, knee: float) -> list[str]:
+    """The bounds of the fit a fitted pair sits on (empty when it is inside)."""
+    out = []
+    if peak_fraction <= PEAK_BOUNDS[0] + 1e-9 or peak_fraction >= PEAK_BOUNDS[1] - 1e-9:
+        out.append(f"peak_fraction {peak_fraction} on {PEAK_BOUNDS}")
+    if knee <= KNEE_BOUNDS[0] + 1e-9 or knee >= KNEE_BOUNDS[1] - 1e-9:
+        out.append(f"knee {knee} on {KNEE_BOUNDS}")
+    return out
 
 
 def _grid(objective, peaks, knees):

@@ -210,9 +210,9 @@ def _layerwise(rules: CostRules) -> CostRules:
     """``rules`` if the layer-wise model can honour them: the mechanisms of practice (``rules.MECHANISMS``)
     are priced only by ``cost.step_estimate`` and searched by ``practice_search``, so rules with any of them
     on are refused here rather than silently priced as ``galvatron2``."""
-    from .rules import MECHANISM_FIELDS
+    from .rules import MECHANISM_FIELDS, STACK_FIELDS
 
-    on = [f for f in MECHANISM_FIELDS if getattr(rules, f)]
+    on = [f for f in MECHANISM_FIELDS + STACK_FIELDS if getattr(rules, f)]
     if on:
         raise ValueError(f"rules {rules.name!r} switch on {', '.join(on)}: the layer-wise search prices none of "
                          f"them; use lib.galvatron.search.practice_search (or rules galvatron2 / vldb2023)")

@@ -54,10 +54,12 @@ attention (``fused_attention``), 1F1B and interleaved pipeline schedules (``pipe
 stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism and selective recompute
 (``sequence_parallel``, ``selective_recompute``), context parallelism (``context_parallel``), a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
-uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``) and micro-batch
-size as a search dimension (``micro_batch_search``). They are read by ``cost.step_estimate`` (a whole
-step of a uniform Transformer) and ``practice_search.py``, never by the layer-wise model and search above,
-so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
+uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
+size as a search dimension (``micro_batch_search``) and the attention kernel's own efficiency
+(``attention_efficiency``). One more field says what a job's software stack does (``STACK_FIELDS``:
+``tp_comm_overlap``, TP messages overlapped with the GEMMs); it is off in every preset and set per run by
+``validate.run_rules`` where the run's source states it. They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``).
 
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
@@ -116,6 +118,8 @@ class CostRules:
     any_degrees: bool = False
     shape_efficiency: bool = False
     micro_batch_search: bool = False
+    attention_efficiency: bool = False
+    tp_comm_overlap: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -152,7 +156,7 @@ class CostRules:
         if not isinstance(self.sdp_gather_per_chunk, bool):
             raise ValueError(f"CostRules.sdp_gather_per_chunk must be True or False; "
                              f"got {self.sdp_gather_per_chunk!r}")
-        for f in MECHANISM_FIELDS:
+        for f in MECHANISM_FIELDS + STACK_FIELDS:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"CostRules.{f} must be True or False; got {getattr(self, f)!r}")
         if self.grad_reduce_bytes not in (2, 4) or isinstance(self.grad_reduce_bytes, bool):
@@ -221,7 +225,7 @@ class CostRules:
         return max(1, math.ceil(budget_mb / self.mem_bins_max))
 
 
-#: The ten mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
+#: The eleven mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
 #: switches, what it changes). Switched off, each leaves its term as the previous model had it.
 MECHANISMS = (
     ("mixed precision", ("mixed_precision",),
@@ -248,8 +252,16 @@ MECHANISMS = (
     ("micro-batch search", ("micro_batch_search",),
      "micro-batch size and gradient accumulation searched, only micro-batches in flight held; off: "
      "Galvatron-2's 4 samples per micro-batch"),
+    ("attention kernel efficiency", ("attention_efficiency",),
+     "the s x s attention core at the fraction of peak its fused kernel is quoted to reach on the GPU type "
+     "(FlashAttention-2: 50% on A100, 35% on H100; data/hardware/gpus/), not at the GEMMs' rate"),
 )
 MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
+#: What a job's software stack does, not a mechanism the cost model gains: off in every preset (the
+#: default of the stacks: Megatron-Core's ``--tp-comm-overlap`` is off unless given), set per run from its
+#: source by ``validate.run_rules``. ``tp_comm_overlap``: with sequence parallelism, the TP all-gathers and
+#: reduce-scatters pipelined with the GEMMs around them (only what outlasts them stays exposed).
+STACK_FIELDS = ("tp_comm_overlap",)
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",

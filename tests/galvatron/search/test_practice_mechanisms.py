@@ -15,7 +15,8 @@ from lib.galvatron.search.cost import step_estimate
 from lib.galvatron.search.efficiency import efficiency, load_gpu
 from lib.galvatron.search.layout import Job, ParallelConfig, stage_layers
 from lib.galvatron.search.precision import bytes_per_value
-from lib.galvatron.search.rules import GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, VLDB2023, get_rules
+from lib.galvatron.search.rules import (GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, STACK_FIELDS,
+                                        VLDB2023, get_rules)
 
 H100 = load_gpu("h100-sxm-80gb")
 A100 = load_gpu("a100-sxm-80gb")
@@ -157,7 +158,9 @@ def test_presets_keep_every_mechanism_off():
     for r in (GALVATRON2, VLDB2023):
         assert not any(getattr(r, f) for f in MECHANISM_FIELDS)
     assert all(getattr(PRACTICE, f) for f in MECHANISM_FIELDS) and get_rules("practice") is PRACTICE
-    assert len(MECHANISMS) == 10
+    assert len(MECHANISMS) == 11
+    # a stack's fields are off in every preset, practice included (set per run by validate.run_rules)
+    assert not any(getattr(r, f) for r in (GALVATRON2, VLDB2023, PRACTICE) for f in STACK_FIELDS)
     with pytest.raises(ValueError, match="CostRules.fused_attention"):
         PRACTICE.with_(fused_attention=1)
 
@@ -196,8 +199,7 @@ def test_each_switch_changes_its_own_terms(name, fields, _):
     elif fields == ("fused_attention",):
         sh = j.shape
         extra = 1 * sh.seq_len * 2 * sh.seq_len * sh.hidden / 4            # the masked half, per TP rank
-        rate = on["fwd_s"] / (sh.seq_len * (2 * sh._matmul_params() + 2 * sh.seq_len * sh.hidden) / 4)
-        assert e["fwd_s"] - on["fwd_s"] == pytest.approx(extra * rate)
+        assert e["fwd_s"] - on["fwd_s"] == pytest.approx(extra / (H100.flops("bf16") * H100.attention_fraction))
     elif fields == ("pipeline_schedules",):
         assert (on["schedule"], e["schedule"], e["vp"]) == ("interleaved", "gpipe", 1)
         # GPipe: the step is (m + pp - 1) stage times; every micro-batch held
@@ -217,9 +219,71 @@ def test_each_switch_changes_its_own_terms(name, fields, _):
         assert step_estimate(j2, c2, off(*fields))["stage_layers"] == [8, 8, 7, 7]
     elif fields == ("shape_efficiency",):
         assert e["efficiency"] == 0.7 and on["efficiency"] == pytest.approx(efficiency(H100, GPT.hidden))
-        assert e["fwd_s"] * 0.7 == pytest.approx(on["fwd_s"] * on["efficiency"])
+        gemm_on, gemm_off = on["fwd_s"] - on["attention_s"], e["fwd_s"] - e["attention_s"]
+        assert gemm_off * 0.7 == pytest.approx(gemm_on * on["efficiency"])
+        assert e["attention_s"] == on["attention_s"]           # the attention kernel keeps its own rate
+    elif fields == ("attention_efficiency",):
+        # by hand: one micro-batch of 2048 tokens, causal half of 4 s h FLOPs per token, over tp = 4
+        flops = 2048 * (4 * 2048 * GPT.hidden / 2) / 4
+        assert on["attention_s"] == pytest.approx(flops / (989.5e12 * 0.35))
+        assert e["attention_s"] == pytest.approx(flops / (989.5e12 * on["efficiency"]))
+        assert e["fwd_s"] - e["attention_s"] == pytest.approx(on["fwd_s"] - on["attention_s"])
+        # off: the previous formula, to the bit
+        sh = j.shape
+        tokens = CFG.micro_batch * sh.seq_len
+        rate = H100.flops("bf16") * e["efficiency"]
+        assert e["fwd_s"] == tokens * (2.0 * sh._matmul_params() + 2 * sh.seq_len * sh.hidden) / 4 / rate
+
     elif fields == ("micro_batch_search",):
         assert e == on             # a search dimension only: the estimate of a given layout is unchanged
+
+
+def _tp_by_hand(j, cfg, fwd, attn, overlap):
+    """Tensor-parallel seconds of one layer and micro-batch with SP and selective recompute: 2 collectives
+    forward (exposed), 2 backward (hidden under the weight-gradient half of the backward with SP); with
+    overlap, each direction hidden under its GEMMs (forward: fwd - attn, backward: twice that)."""
+    from lib.galvatron.search.cost import network_of
+
+    one = col.group_s("all-reduce", cfg.micro_batch * j.shape.seq_len * j.shape.hidden * 2, cfg.tp, 1,
+                      network_of(j, PRACTICE))
+    if overlap:
+        return max(0.0, 2 * one - (fwd - attn)) + max(0.0, 2 * one - 2 * (fwd - attn))
+    return 2 * one + max(0.0, 2 * one - fwd)
+
+
+OVERLAP = PRACTICE.with_(name="practice+tp-overlap", tp_comm_overlap=True)
+
+
+def test_tp_overlap_by_hand():
+    """Off (practice): the previous TP terms; on: each direction hidden under its GEMMs (here entirely)."""
+    j = job()
+    on, e = step_estimate(j, CFG, OVERLAP), step_estimate(j, CFG, PRACTICE)
+    assert e["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, e["fwd_s"], e["attention_s"], overlap=False))
+    assert on["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, on["fwd_s"], on["attention_s"], overlap=True))
+    assert on["tp_s"] < e["tp_s"] and on["fwd_s"] == e["fwd_s"]
+    assert {k: v for k, v in on.items() if k not in ("tp_s", "stage_s", "pipeline_s", "step_s",
+                                                       "tokens_per_s_per_gpu", "tflops_per_gpu")} == \
+        {k: v for k, v in e.items() if k not in ("tp_s", "stage_s", "pipeline_s", "step_s",
+                                                  "tokens_per_s_per_gpu", "tflops_per_gpu")}
+
+
+def test_tp_overlap_by_hand_when_the_messages_outlast_the_gemms():
+    """A slow NVLink (1 GB/s) makes the TP collectives longer than the GEMMs: only the excess stays."""
+    slow = H100.__class__(**{**H100.__dict__, "nvlink_bw": 1e9})
+    j = job(gpu=slow)
+    on, e = step_estimate(j, CFG, OVERLAP), step_estimate(j, CFG, PRACTICE)
+    assert on["tp_s"] == pytest.approx(_tp_by_hand(j, CFG, on["fwd_s"], on["attention_s"], overlap=True))
+    assert 0 < on["tp_s"] < e["tp_s"]
+    # without sequence parallelism there is nothing to pipeline: the switch changes nothing
+    no_sp = CFG.with_(sequence_parallel=False)
+    assert step_estimate(j, no_sp, OVERLAP)["tp_s"] == step_estimate(j, no_sp, PRACTICE)["tp_s"]
+
+
+def test_the_layerwise_search_refuses_a_stack_field():
+    from lib.galvatron.search.engine import _layerwise
+
+    with pytest.raises(ValueError, match="tp_comm_overlap"):
+        _layerwise(GALVATRON2.with_(tp_comm_overlap=True))
 
 
 def test_step_estimate_errors_name_the_field():
@@ -268,6 +332,8 @@ def test_context_parallel_ring_hides_under_attention_or_pays_the_port():
     e = step_estimate(j2, cfg.with_(dp=1), PRACTICE)
     ring = act.ring_attention_bytes(2048, 1, 8192, 8)
     hop = ring["fwd"] / 7 / (50e9 * H100.link_efficiency) + H100.port_latency_s      # across nodes
-    attn = e["fwd_s"] * (2 * 2048 * 8192) / (2 * short._matmul_params() + 2 * 2048 * 8192)
+    # the attention core of 2048 / cp tokens over tp = 8, at the attention kernel's own rate
+    attn = 2048 / 8 * (2 * 2048 * 8192) / 8 / (H100.flops("bf16") * H100.attention_fraction)
+    assert e["attention_s"] == pytest.approx(attn)
     assert e["cp_s"] == pytest.approx(max(0, 7 * hop - attn) + max(0, 14 * hop - 2 * attn))
     assert e["cp_s"] > 0
