@@ -227,11 +227,11 @@ def _plan_cmd(args) -> int:
 
             atomic.write_text(args.out, plan.to_json() + "\n")
     else:
-        from lib.cli_errors import user_input
-
         d = read_plan(args.plan)  # the runtime's schema first: one line naming the file and field
-        with user_input(f"--plan {args.plan}"):
+        try:  # the published format's own checks (lib.galvatron.search.plan) raise UserError
             plan, path = Plan.from_dict(d), args.plan
+        except UserError as e:
+            raise UserError(f"--plan {args.plan}: {e}") from None
     if args.print_torchrun and (args.nnodes > plan.world_size or plan.world_size % args.nnodes):
         raise UserError(f"--nnodes {args.nnodes} does not divide the plan's {plan.world_size} GPUs; allowed: "
                         f"a divisor of {plan.world_size}")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from lib import runlog
+from lib.cli_errors import UserError
 
 DEFAULT_OUT = os.path.join("data", "runs")
 
@@ -93,7 +94,7 @@ def make_env(spec: EnvSpec):
 
     n = torch.cuda.device_count()
     if n < 2:
-        raise ValueError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
+        raise UserError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
     return TorchPlacementEnv(spec.preset, [f"cuda:{i}" for i in range(n)], n_micro=spec.n_micro,
                              mem_cap=spec.mem_cap, seed=spec.env_seed)
 
@@ -183,7 +184,7 @@ def read_evaluation(path: str):
 
     header, recs = runlog.read(path)
     if header.get("run_kind") != "evaluate":
-        raise ValueError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
+        raise UserError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
     h2h = next(HeadToHead.from_dict(r) for r in recs if r["kind"] == "head_to_head")
     ph = next((PhaseTiming.from_dict({k: v for k, v in r.items() if k != "kind"}) for r in recs
                if r["kind"] == "phase_timing"), None)
@@ -195,7 +196,7 @@ def resolve_run(run: str, out_dir: str = DEFAULT_OUT) -> str:
     for cand in (run, os.path.join(out_dir, run), os.path.join(out_dir, run + ".jsonl")):
         if os.path.isfile(cand):
             return cand
-    raise ValueError(f"no run log {run!r} (looked in {out_dir!r}); list them with: ls {out_dir}")
+    raise UserError(f"no run log {run!r} (looked in {out_dir!r}); list them with: ls {out_dir}")
 
 
 def _write_html(fig, path: str) -> None:
