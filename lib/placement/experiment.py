@@ -70,6 +70,22 @@ class EnvSpec:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def check_node_profile_fits(spec: EnvSpec, nodes, n_nodes: int) -> None:
+    """The node profile read from ``spec.node_profile`` times each node of the graph, on a device of
+    ``spec.profile``; a :class:`UserError` naming the file and the field otherwise (the simulator's own check
+    cannot name the file)."""
+    from lib import hardware
+
+    where = f"--node-profile {spec.node_profile}: node_profile"
+    if len(nodes.fwd_s) != n_nodes:
+        raise UserError(f"{where}.fwd_s: {len(nodes.fwd_s)} times for the {n_nodes} nodes of {nodes.graph_name}; "
+                        f"allowed: one time per node")
+    names = sorted({d.name for d in hardware.load(spec.profile).devices})
+    if nodes.device_name not in names:
+        raise UserError(f"{where}.device_name: {nodes.device_name!r} is not a device of --profile {spec.profile}; "
+                        f"allowed: {', '.join(names)}")
+
+
 def make_env(spec: EnvSpec):
     """Build the environment a spec describes (the simulator, or real CUDA devices)."""
     if spec.device == "sim":
@@ -81,7 +97,9 @@ def make_env(spec: EnvSpec):
             from lib.placement.sim_engine import NodeProfile
 
             g = gpt_graph(preset(spec.preset))
-            nodes = NodeProfile.from_report(spec.node_profile, g.name).scaled_to(g.batch // spec.n_micro)
+            nodes = NodeProfile.from_report(spec.node_profile, g.name)
+            check_node_profile_fits(spec, nodes, g.n_nodes)
+            nodes = nodes.scaled_to(g.batch // spec.n_micro)
         from lib.placement.sim_mechanisms import Mechanisms
 
         mech = Mechanisms.from_dict(spec.mechanisms) if spec.mechanisms else None
