@@ -44,7 +44,7 @@ USER_ERRORS = (UserError, OSError, ValueError)
 #: ``OSError`` numbers that, with a file name, mean the user's path is unusable (not a bug of ours).
 PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
                          errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EINVAL,
-                         errno.ELOOP})
+                         errno.ELOOP, errno.EFBIG})
 
 
 def is_user_error(e: BaseException) -> bool:
