@@ -147,9 +147,12 @@ class RunResult:
         header, records = runlog.read(path)
         if header.get("run_kind") != "reinforce":
             raise UserError(f"{path!r} is not a REINFORCE run log (run_kind={header.get('run_kind')!r})")
+        config = header.get("config")
+        if not isinstance(config, dict):
+            raise UserError(f"run log {path!r}: header config: {config!r} is not an object")
         try:  # the header's config with exact types (a hand-edited k: 2.0 is refused, not coerced)
-            TrainConfig.from_dict(header.get("config"))
-        except (TypeError, ValueError) as e:
+            TrainConfig.from_dict(config)
+        except UserError as e:  # TrainConfig's own checks; anything else is a bug
             raise UserError(f"run log {path!r}: header config: {e}") from None
         top: list = []
         n = header["config"]["top_n"]
