@@ -15,7 +15,6 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 PARAMS     ?= cpu
-RERUN_CODES := 1: a chapter or the build failed; 2: a mistake in the arguments or files, said above
 
 # The live part (make book LIVE=1): JupyterLite + Pyodide + lib's torch-free wheel under _build/html/live/ and a
 # "Run it live" button on the pages with a widget (tools/live/, _ext/live_button.py). Its tooling has its own
@@ -65,20 +64,23 @@ $(LIVE_STAMP): tools/live/pins.py
 	touch $(LIVE_STAMP)
 
 # Every chapter (or CHAPTERS="book/x/y ...") with the parameter set params/$(PARAMS).yaml, into runs/$(PARAMS)-<UTC>/.
-# GNU make itself exits 2 whenever a recipe fails, so the tool's own code (1: a chapter failed, 2: a mistake in
-# the arguments) is printed on the last line; run python -m lib.rerun directly to get it as the exit status.
+# GNU make itself exits 2 whenever a recipe fails, so the tool's own code and what it means are printed on the
+# last line; run python -m lib.rerun directly to get it as the exit status. Every value given on make's command
+# line reaches the tool as one argument, as typed: single-quoted for the shell ('\'' for a quote in it) and taken
+# unexpanded ($(value ...)), so spaces, quotes, $, ` and ; in PARAMS, CHAPTERS' words or RUN are plain text.
+RERUN_FAILED = if [ $$rc -ne 0 ]; then case $$rc in 1) what="a chapter or the build failed";; 2) what="a mistake in the arguments or files, said above";; *) what="stopped by a signal or a crash";; esac; \
+	  echo "make $@: python -m lib.rerun exited $$rc: $$what (make itself exits 2: run python -m lib.rerun directly for this code)" >&2; fi; exit $$rc
+
 rerun: $(STAMP)
-	@$(PY) -m lib.rerun --params "$(PARAMS)" $(if $(CHAPTERS),--chapters $(CHAPTERS)); rc=$$?; \
-	  if [ $$rc -ne 0 ]; then echo "make rerun: python -m lib.rerun exited $$rc ($(RERUN_CODES))" >&2; fi; \
-	  exit $$rc
+	@$(PY) -m lib.rerun --params '$(subst ','\'',$(value PARAMS))' $(if $(value CHAPTERS),--chapters $(foreach c,$(value CHAPTERS),'$(subst ','\'',$(c))')); rc=$$?; \
+	  $(RERUN_FAILED)
 
 # The HTML book from a rerun's executed notebooks, executing nothing: make book-from RUN=runs/<set>-<stamp>
 book-from: $(STAMP)
-	@test -n "$(RUN)" || { echo "book-from: set RUN=runs/<set>-<stamp> (a folder made by make rerun)"; exit 2; }
+	@test -n '$(subst ','\'',$(value RUN))' || { echo "book-from: set RUN=runs/<set>-<stamp> (a folder made by make rerun)"; exit 2; }
 	rm -rf _build/.doctrees
-	@$(PY) -m lib.rerun --book-from "$(RUN)"; rc=$$?; \
-	  if [ $$rc -ne 0 ]; then echo "make book-from: python -m lib.rerun exited $$rc ($(RERUN_CODES))" >&2; fi; \
-	  exit $$rc
+	@$(PY) -m lib.rerun --book-from '$(subst ','\'',$(value RUN))'; rc=$$?; \
+	  $(RERUN_FAILED)
 
 # Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells).
 test: $(STAMP)

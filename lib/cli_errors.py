@@ -19,7 +19,6 @@ This module imports nothing from ``lib`` (every CLI uses it; it must not close a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import os
@@ -45,7 +44,7 @@ USER_ERRORS = (UserError, OSError, ValueError)
 #: ``OSError`` numbers that, with a file name, mean the user's path is unusable (not a bug of ours).
 PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
                          errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EINVAL,
-                         errno.ELOOP})
+                         errno.ELOOP, errno.EFBIG})
 
 
 def is_user_error(e: BaseException) -> bool:
@@ -53,21 +52,6 @@ def is_user_error(e: BaseException) -> bool:
     if isinstance(e, UserError) or _is_validation_error(e) or isinstance(e, json.JSONDecodeError):
         return True
     return isinstance(e, OSError) and e.filename is not None and e.errno in PATH_ERRNOS
-
-
-@contextlib.contextmanager
-def user_input(what: str = ""):
-    """Inside the block a ``ValueError``/``TypeError`` is the user's input refused (by a library check that
-    predates :class:`UserError`): re-raised as one; ``what`` (a flag, a file) heads its message if given."""
-    try:
-        yield
-    except UserError:
-        raise
-    except (ValueError, TypeError) as e:
-        if _is_validation_error(e) or isinstance(e, json.JSONDecodeError):
-            raise
-        text = " ".join(str(e).split()) or type(e).__name__
-        raise UserError(f"{what}: {text}" if what and not text.startswith(what) else text) from e
 
 
 class OneLineParser(argparse.ArgumentParser):

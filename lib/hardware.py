@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from lib.cli_errors import UserError
+
 #: Where the profiles live: ``data/hardware/<name>.json``.
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
 TOPOLOGIES = ("none", "shared-bus", "all-to-all", "switch")
@@ -256,13 +258,13 @@ def load(name: str, data_dir: str | os.PathLike | None = None) -> HardwareProfil
     """Load ``data/hardware/<name>.json``. ValueError listing the known names for an unknown one."""
     known = names(data_dir)
     if name not in known:
-        raise ValueError(f"unknown hardware profile {name!r}; known profiles: {known}")
+        raise UserError(f"unknown hardware profile {name!r}; known profiles: {known}")
     root = Path(data_dir) if data_dir else DATA_DIR
     with open(root / f"{name}.json") as f:
         d = json.load(f)
     prof = HardwareProfile.from_dict(d)
     if prof.name != name:
-        raise ValueError(f"{root / (name + '.json')} declares name {prof.name!r}; the file name says {name!r}")
+        raise UserError(f"{root / (name + '.json')} declares name {prof.name!r}; the file name says {name!r}")
     return prof
 
 
@@ -378,15 +380,15 @@ def load_cluster(name: str, n_nodes: int = 1, data_dir: str | os.PathLike | None
     ``data/hardware``. ValueError listing the known names for an unknown one."""
     known = cluster_names(data_dir)
     if name not in known:
-        raise ValueError(f"unknown cluster profile {name!r}; known cluster profiles: {known}")
+        raise UserError(f"unknown cluster profile {name!r}; known cluster profiles: {known}")
     root = Path(data_dir) if data_dir else CLUSTER_DIR
     with open(root / f"{name}.json") as f:
         d = json.load(f)
     if d.get("name") != name:
-        raise ValueError(f"{root / (name + '.json')} declares name {d.get('name')!r}; the file name says {name!r}")
+        raise UserError(f"{root / (name + '.json')} declares name {d.get('name')!r}; the file name says {name!r}")
     for key in ("node", "max_nodes", "fabric", "storage_bw_bytes_per_s"):
         if key not in d:
-            raise ValueError(f"cluster profile {name!r}: field {key!r} is missing")
+            raise UserError(f"cluster profile {name!r}: field {key!r} is missing")
     return MultiNodeProfile(name=name, node=load(str(d["node"]), root.parent if data_dir else None),
                             n_nodes=n_nodes, max_nodes=d["max_nodes"], fabric=d["fabric"],
                             storage_bw_bytes_per_s=float(d["storage_bw_bytes_per_s"]),

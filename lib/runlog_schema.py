@@ -3,7 +3,8 @@
 :func:`lib.runlog.read` checks a log's shape (a header, whole JSON lines, increasing updates); this checks its
 fields: a REINFORCE update has its placements, one per sample, each a device of the run's own machine
 (``header.model.n_devices``) for every node (``header.model.n_nodes``), and step times that are finite and not
-negative; a head-to-head record has its entries and selections with such times. A missing field, a wrong type
+negative; a head-to-head record has its entries and selections with such times and devices, a phase timing
+one row of finite, non-negative phase times per label. A missing field, a wrong type
 or an impossible value is one :class:`lib.cli_errors.UserError` naming the file, the line and the field (exit 2
 through every CLI). Used in: ``python -m lib.placement evaluate`` and ``figures``.
 """
@@ -77,6 +78,14 @@ class HeadToHeadRecord(_Open):
     source: StrictStr
 
 
+class PhaseTimingRecord(_Open):
+    kind: Literal["phase_timing"]
+    labels: Annotated[list[StrictStr], Field(min_length=1)]
+    phase_s: Annotated[list[dict[StrictStr, _Time]], Field(min_length=1)]
+    n_steps: _Count
+    source: StrictStr
+
+
 #: The record kinds each kind of log holds.
 KINDS = {"reinforce": {"update"}, "evaluate": {"head_to_head", "phase_timing"}}
 
@@ -115,7 +124,15 @@ def check_records(path: str, header: dict, records: list[dict]) -> None:
                 _devices(f"{where}: placements[{j}]", p, h.model)
             _devices(f"{where}: favourite", u.favourite, h.model)
         elif h.run_kind == "evaluate" and kind == "head_to_head":
-            parse(HeadToHeadRecord, r, where)
+            hh = parse(HeadToHeadRecord, r, where)
+            for name, rows in (("entries", hh.entries), ("selection", hh.selection)):
+                for j, e in enumerate(rows):
+                    _devices(f"{where}: {name}[{j}].placement", e.placement, h.model)
+        elif h.run_kind == "evaluate" and kind == "phase_timing":
+            ph = parse(PhaseTimingRecord, r, where)
+            if len(ph.phase_s) != len(ph.labels):
+                raise UserError(f"{where}: phase_s has {len(ph.phase_s)} rows for {len(ph.labels)} labels; "
+                                f"allowed: one row per label")
 
 
 def check_log(path: str) -> tuple[dict, list[dict]]:

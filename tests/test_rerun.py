@@ -230,7 +230,7 @@ def test_bad_yaml_and_a_folder_that_is_not_a_run_are_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("parameters: [1, 2\n")
     rc, err = _call(["--params", str(bad), "--runs-root", str(tmp_path / "runs")])
-    assert rc == 2 and len(err) == 1 and err[0].startswith("error: --params: not valid YAML"), err
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: --params {bad}: not valid YAML"), err
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "params.json").write_text('{"set": {"zz": 1}}')
     rc, err = _call(["--resume", str(tmp_path / "r"), "--runs-root", str(tmp_path / "runs")])

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from lib.cli_errors import OneLineParser, UserError, check_float, check_int, run_cli, user_input
+from lib.cli_errors import OneLineParser, UserError, check_float, check_int, run_cli
 from lib.runlog_schema import check_log
 from lib.placement.experiment import (DEFAULT_OUT, EnvSpec, evaluate_run, figures, resolve_run, spec_on_device,
                                       train_run)
@@ -186,20 +186,18 @@ def _main(argv=None) -> int:
             from lib.placement.break_it import run_name
 
             name = run_name(spec, cfg, a.colocate)  # chapter 4's runs: the name says algorithm and policy
-        with user_input():  # lib.placement's checks of the log, checkpoint and node profile it reads back
-            res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
-                            repair=a.repair)
+        res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
+                        repair=a.repair)
         print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
                           "best": list(res.top[0][0]) if res.top else None,
                           "favourite": list(res.favourite) if res.favourite else None,
                           "stopped_early": res.stopped_early}))
     elif a.cmd == "evaluate":
         check_evaluate_args(a)
-        with user_input():  # the run's log and header, read back and checked by lib.placement
-            path = resolve_run(a.run, a.out)
-            check_log(path)
-            spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
-            h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
+        path = resolve_run(a.run, a.out)
+        check_log(path)
+        spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
+        h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
         for r in h2h.rows():
             print(f"{r['side']:>11}  {r['placement']:<28} {r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  "
                   f"(se {r['sem_ms']:.2f})")
@@ -212,8 +210,7 @@ def _main(argv=None) -> int:
         check_out_dir("--fig-dir", a.fig_dir or os.path.join(a.out, "figures"))
         for path in sorted(glob.glob(os.path.join(a.out, "*.jsonl"))):  # every log checked before any figure
             check_log(path)
-        with user_input():
-            rows = figures(a.out, a.fig_dir)
+        rows = figures(a.out, a.fig_dir)
         for r in rows:
             print(json.dumps(r))
     return 0

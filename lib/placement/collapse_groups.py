@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import replace
 
+from lib.cli_errors import UserError
 from lib.placement import collapse_study
 
 DEFAULT_PATH = os.path.join("data", "runs", "collapse_groups.json")
@@ -110,7 +111,7 @@ def read_study(path: str = DEFAULT_PATH) -> dict:
     d = collapse_study.read_study(path)
     for r in d["rows"]:
         if len(r["collapse"]) != len(d["seeds"]):
-            raise ValueError(f"{path}: row {r['factor']}: {r['value']} has {len(r['collapse'])} dates for "
+            raise UserError(f"{path}: row {r['factor']}: {r['value']} has {len(r['collapse'])} dates for "
                              f"{len(d['seeds'])} seeds")
     return d
 

@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 
+from lib.cli_errors import UserError
 from lib.placement.collapse_summary import summary  # noqa: F401 (re-exported: chapter 2 reads it from here)
 
 DEFAULT_PATH = os.path.join("data", "runs", "collapse_sensitivity.json")
@@ -95,7 +96,7 @@ def read_study(path: str = DEFAULT_PATH) -> dict:
         d = json.load(f)
     for key in ("rows", "seeds", "max_updates", "profile"):
         if key not in d:
-            raise ValueError(f"{path}: missing field {key!r}")
+            raise UserError(f"{path}: missing field {key!r}")
     return d
 
 

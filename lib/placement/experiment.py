@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from lib import runlog
+from lib.cli_errors import UserError
 
 DEFAULT_OUT = os.path.join("data", "runs")
 
@@ -69,6 +70,22 @@ class EnvSpec:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def check_node_profile_fits(spec: EnvSpec, nodes, n_nodes: int) -> None:
+    """The node profile read from ``spec.node_profile`` times each node of the graph, on a device of
+    ``spec.profile``; a :class:`UserError` naming the file and the field otherwise (the simulator's own check
+    cannot name the file)."""
+    from lib import hardware
+
+    where = f"--node-profile {spec.node_profile}: node_profile"
+    if len(nodes.fwd_s) != n_nodes:
+        raise UserError(f"{where}.fwd_s: {len(nodes.fwd_s)} times for the {n_nodes} nodes of {nodes.graph_name}; "
+                        f"allowed: one time per node")
+    names = sorted({d.name for d in hardware.load(spec.profile).devices})
+    if nodes.device_name not in names:
+        raise UserError(f"{where}.device_name: {nodes.device_name!r} is not a device of --profile {spec.profile}; "
+                        f"allowed: {', '.join(names)}")
+
+
 def make_env(spec: EnvSpec):
     """Build the environment a spec describes (the simulator, or real CUDA devices)."""
     if spec.device == "sim":
@@ -80,7 +97,9 @@ def make_env(spec: EnvSpec):
             from lib.placement.sim_engine import NodeProfile
 
             g = gpt_graph(preset(spec.preset))
-            nodes = NodeProfile.from_report(spec.node_profile, g.name).scaled_to(g.batch // spec.n_micro)
+            nodes = NodeProfile.from_report(spec.node_profile, g.name)
+            check_node_profile_fits(spec, nodes, g.n_nodes)
+            nodes = nodes.scaled_to(g.batch // spec.n_micro)
         from lib.placement.sim_mechanisms import Mechanisms
 
         mech = Mechanisms.from_dict(spec.mechanisms) if spec.mechanisms else None
@@ -93,7 +112,7 @@ def make_env(spec: EnvSpec):
 
     n = torch.cuda.device_count()
     if n < 2:
-        raise ValueError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
+        raise UserError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
     return TorchPlacementEnv(spec.preset, [f"cuda:{i}" for i in range(n)], n_micro=spec.n_micro,
                              mem_cap=spec.mem_cap, seed=spec.env_seed)
 
@@ -183,7 +202,7 @@ def read_evaluation(path: str):
 
     header, recs = runlog.read(path)
     if header.get("run_kind") != "evaluate":
-        raise ValueError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
+        raise UserError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
     h2h = next(HeadToHead.from_dict(r) for r in recs if r["kind"] == "head_to_head")
     ph = next((PhaseTiming.from_dict({k: v for k, v in r.items() if k != "kind"}) for r in recs
                if r["kind"] == "phase_timing"), None)
@@ -195,7 +214,7 @@ def resolve_run(run: str, out_dir: str = DEFAULT_OUT) -> str:
     for cand in (run, os.path.join(out_dir, run), os.path.join(out_dir, run + ".jsonl")):
         if os.path.isfile(cand):
             return cand
-    raise ValueError(f"no run log {run!r} (looked in {out_dir!r}); list them with: ls {out_dir}")
+    raise UserError(f"no run log {run!r} (looked in {out_dir!r}); list them with: ls {out_dir}")
 
 
 def _write_html(fig, path: str) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from lib import atomic, runlog
+from lib.cli_errors import UserError
 
 #: Config keys that may differ between a run and its resumption (they do not change the records).
 RESUMABLE_KEYS = ("n_iters",)
@@ -37,10 +38,10 @@ def check_signature(header: dict, expected: dict, path: str = "run log") -> None
     """Raise ``ValueError`` naming the first mismatch between a log's model and the expected one."""
     got = header.get("model")
     if got is None:
-        raise ValueError(f"{path} has no model signature in its header")
+        raise UserError(f"{path} has no model signature in its header")
     for key in ("graph", "n_nodes", "n_devices", "groups"):
         if got.get(key) != expected.get(key):
-            raise ValueError(
+            raise UserError(
                 f"{path} was written for another model: {key}={got.get(key)!r}, expected {expected.get(key)!r}"
             )
 
@@ -87,12 +88,12 @@ def load_checkpoint(path: str) -> dict:
     try:
         state = torch.load(path, weights_only=False)
     except Exception as e:  # torch raises many kinds (RuntimeError, EOFError, UnpicklingError...) for bad bytes
-        raise ValueError(f"{path}: damaged checkpoint ({type(e).__name__}: {' '.join(str(e).split())[:120]}); "
+        raise UserError(f"{path}: damaged checkpoint ({type(e).__name__}: {' '.join(str(e).split())[:120]}); "
                          f"delete it and start over with --no-resume") from e
     missing = [k for k in CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
     n = state.get("n_updates") if isinstance(state, dict) else None
     if missing or isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"{path}: not a REINFORCE checkpoint (missing {missing or 'a valid n_updates'}); "
+        raise UserError(f"{path}: not a REINFORCE checkpoint (missing {missing or 'a valid n_updates'}); "
                          f"delete it and start over with --no-resume")
     return state
 
@@ -122,16 +123,16 @@ def open_run_log(path: str, resume: bool, make_header: Callable[[], dict], confi
         theirs = {k: v for k, v in header.get("config", {}).items() if k not in RESUMABLE_KEYS}
         if mine != theirs:
             diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-            raise ValueError(f"{path} was written with another config (differs in {diff}); "
+            raise UserError(f"{path} was written with another config (differs in {diff}); "
                              f"use another output path or resume=False")
         if header.get("env") != env_info:
-            raise ValueError(f"{path} was written on env {header.get('env')!r}, not {env_info!r}")
+            raise UserError(f"{path} was written on env {header.get('env')!r}, not {env_info!r}")
         state = load_checkpoint(ckpt) if os.path.exists(ckpt) else None
         n = state["n_updates"] if state is not None else 0
         if state is None and records:
-            raise ValueError(f"{path} has {len(records)} records but no checkpoint {ckpt!r}; cannot resume")
+            raise UserError(f"{path} has {len(records)} records but no checkpoint {ckpt!r}; cannot resume")
         if len(records) < n:
-            raise ValueError(f"{path} has {len(records)} complete records but its checkpoint is at update {n}; "
+            raise UserError(f"{path} has {len(records)} complete records but its checkpoint is at update {n}; "
                              f"start over with --no-resume (resume=False)")
         # A truncated last line *past* the checkpoint is what a crash of this run's own writer leaves (killed
         # mid-append): that update is redone anyway, so dropping it loses nothing. Inside the checkpointed

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Sequence
 
 from lib import runlog
+from lib.cli_errors import UserError
 from lib.placement.reinforce_baselines import BASELINES
 
 
@@ -56,50 +57,50 @@ class TrainConfig:
         for name in ("n_iters", "k", "top_n", "hidden", "op_embed", "dev_embed", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ValueError(f"{name} must be an integer; got {v!r}")
+                raise UserError(f"{name} must be an integer; got {v!r}")
         for name in ("lr", "baseline_decay", "entropy", "grad_clip", "logit_tanh", "temperature"):
             v = getattr(self, name)
             if v is None and name in ("grad_clip", "logit_tanh"):
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number; got {v!r}")
+                raise UserError(f"{name} must be a finite number; got {v!r}")
         from lib.placement.placer import INITS
 
         if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}; got {self.init!r}")
+            raise UserError(f"init must be one of {INITS}; got {self.init!r}")
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0; got {self.temperature}")
+            raise UserError(f"temperature must be > 0; got {self.temperature}")
         from lib.placement.ppo import check_ppo
         from lib.placement.updates import ALGORITHMS, POLICIES
 
         if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm {self.algorithm!r}: must be one of {ALGORITHMS}")
+            raise UserError(f"algorithm {self.algorithm!r}: must be one of {ALGORITHMS}")
         if self.policy not in POLICIES:
-            raise ValueError(f"policy {self.policy!r}: must be one of {POLICIES}")
+            raise UserError(f"policy {self.policy!r}: must be one of {POLICIES}")
         check_ppo(self.ppo_epochs, self.ppo_clip)
         if isinstance(self.n_groups, bool) or not isinstance(self.n_groups, numbers.Integral) or self.n_groups < 1:
-            raise ValueError(f"n_groups {self.n_groups!r}: must be an integer >= 1")
+            raise UserError(f"n_groups {self.n_groups!r}: must be an integer >= 1")
         if self.baseline not in BASELINES:
-            raise ValueError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
+            raise UserError(f"baseline must be one of {BASELINES}; got {self.baseline!r}")
         if self.k < 1:
-            raise ValueError(f"k (samples per update) must be >= 1; got {self.k}")
+            raise UserError(f"k (samples per update) must be >= 1; got {self.k}")
         if self.baseline == "leave_one_out" and self.k < 2:
-            raise ValueError(f"the leave-one-out baseline needs k >= 2 samples per update; got k={self.k}")
+            raise UserError(f"the leave-one-out baseline needs k >= 2 samples per update; got k={self.k}")
         if self.n_iters < 0:
-            raise ValueError(f"n_iters must be >= 0; got {self.n_iters}")
+            raise UserError(f"n_iters must be >= 0; got {self.n_iters}")
         if not self.lr > 0:
-            raise ValueError(f"lr must be > 0; got {self.lr}")
+            raise UserError(f"lr must be > 0; got {self.lr}")
         if not 0 <= self.baseline_decay < 1:
-            raise ValueError(f"baseline_decay must be in [0, 1); got {self.baseline_decay}")
+            raise UserError(f"baseline_decay must be in [0, 1); got {self.baseline_decay}")
         if self.entropy < 0:
-            raise ValueError(f"entropy (bonus weight) must be >= 0; got {self.entropy}")
+            raise UserError(f"entropy (bonus weight) must be >= 0; got {self.entropy}")
         if self.top_n < 1:
-            raise ValueError(f"top_n must be >= 1; got {self.top_n}")
+            raise UserError(f"top_n must be >= 1; got {self.top_n}")
         if min(self.hidden, self.op_embed, self.dev_embed) < 1:
-            raise ValueError(f"hidden, op_embed and dev_embed must be >= 1; got {self.hidden}, {self.op_embed}, "
+            raise UserError(f"hidden, op_embed and dev_embed must be >= 1; got {self.hidden}, {self.op_embed}, "
                              f"{self.dev_embed}")
         if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0 or None; got {self.grad_clip}")
+            raise UserError(f"grad_clip must be > 0 or None; got {self.grad_clip}")
 
     def to_dict(self) -> dict:
         """The JSON form; chapter 4's settings appear only when they differ from the defaults, so the header of
@@ -118,7 +119,7 @@ class TrainConfig:
             d = {**d, "init": "torch"}
         unknown = set(d) - names
         if unknown:
-            raise ValueError(f"unknown TrainConfig keys {sorted(unknown)}; allowed: {sorted(names)}")
+            raise UserError(f"unknown TrainConfig keys {sorted(unknown)}; allowed: {sorted(names)}")
         return cls(**d)
 
 
@@ -145,11 +146,14 @@ class RunResult:
     def from_log(cls, path: str) -> "RunResult":
         header, records = runlog.read(path)
         if header.get("run_kind") != "reinforce":
-            raise ValueError(f"{path!r} is not a REINFORCE run log (run_kind={header.get('run_kind')!r})")
+            raise UserError(f"{path!r} is not a REINFORCE run log (run_kind={header.get('run_kind')!r})")
+        config = header.get("config")
+        if not isinstance(config, dict):
+            raise UserError(f"run log {path!r}: header config: {config!r} is not an object")
         try:  # the header's config with exact types (a hand-edited k: 2.0 is refused, not coerced)
-            TrainConfig.from_dict(header.get("config"))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"run log {path!r}: header config: {e}") from None
+            TrainConfig.from_dict(config)
+        except UserError as e:  # TrainConfig's own checks; anything else is a bug
+            raise UserError(f"run log {path!r}: header config: {e}") from None
         top: list = []
         n = header["config"]["top_n"]
         for r in records:

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from lib import hardware as hw
+from lib.cli_errors import UserError
 from lib.graph import Graph
 from lib.placement.sim_mechanisms import ADAMW_COSTS, PARAM_TENSORS, Mechanisms
 
@@ -67,18 +68,18 @@ class NodeProfile:
             rep = json.load(f)
         if not isinstance(rep, dict) or rep.get("kind") != "gpu_check":
             kind = rep.get("kind") if isinstance(rep, dict) else type(rep).__name__
-            raise ValueError(f"{path!r} is not a gpu_check report (kind={kind!r})")
+            raise UserError(f"{path!r} is not a gpu_check report (kind={kind!r})")
         if rep.get("dry_run"):
-            raise ValueError(f"{path!r} is a dry run on a CPU; its node times are not a GPU's")
+            raise UserError(f"{path!r} is a dry run on a CPU; its node times are not a GPU's")
         runs = rep.get("single_device", [])
         if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-            raise ValueError(f"{path}: single_device must be a list of objects")
+            raise UserError(f"{path}: single_device must be a list of objects")
         found = [_checked_node_profile(r["node_profile"], f"{path}: single_device[{i}].node_profile")
                  for i, r in enumerate(runs) if "node_profile" in r]
         for d in found:
             if d["graph_name"] == graph_name:
                 return cls.from_dict(d)
-        raise ValueError(f"{path!r} has no node profile for {graph_name!r}; it has "
+        raise UserError(f"{path!r} has no node profile for {graph_name!r}; it has "
                          f"{[d['graph_name'] for d in found]}")
 
     def scaled_to(self, batch: int) -> "NodeProfile":
@@ -123,13 +124,13 @@ def _checked_node_profile(d, where: str) -> dict:
     from lib.cli_errors import describe_validation_error
 
     if not isinstance(d, dict):
-        raise ValueError(f"{where}: a JSON {type(d).__name__}, not an object")
+        raise UserError(f"{where}: a JSON {type(d).__name__}, not an object")
     try:
         _node_profile_model().model_validate(d)
     except ValidationError as e:
-        raise ValueError(describe_validation_error(e, where)) from None
+        raise UserError(describe_validation_error(e, where)) from None
     if len(d["fwd_s"]) != len(d["bwd_s"]):
-        raise ValueError(f"{where}: fwd_s has {len(d['fwd_s'])} times and bwd_s {len(d['bwd_s'])}; "
+        raise UserError(f"{where}: fwd_s has {len(d['fwd_s'])} times and bwd_s {len(d['bwd_s'])}; "
                          "they must match, one per node")
     return d
 
@@ -204,7 +205,7 @@ class StepEngine:
         dtype = _dtype_for(g)
         if node_profile is not None and (node_profile.graph_name != g.name or node_profile.batch != micro.batch
                                          or len(node_profile.fwd_s) != g.n_nodes):
-            raise ValueError(f"node_profile is for {node_profile.graph_name!r} at batch {node_profile.batch}; "
+            raise UserError(f"node_profile is for {node_profile.graph_name!r} at batch {node_profile.batch}; "
                              f"this env needs {g.name!r} at micro-batch {micro.batch} with {g.n_nodes} nodes")
         fwd, bwd = [], []
         for n in micro.nodes:

@@ -38,6 +38,7 @@ import numpy as np
 
 from lib import book
 from lib import hardware as hw
+from lib.cli_errors import UserError
 from lib.graph import Graph
 from lib.placement.env import Measurement, check_mem_cap, validate_placement
 from lib.placement.memory import ALLOC_OVERHEAD, MemoryModel, cap_bytes, check_alloc_overhead
@@ -94,7 +95,7 @@ class SimPlacementEnv:
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.device_time_factors = device_speed_factors(noise, self.rng, self.n_devices)
         if node_profile is not None and all(d.name != node_profile.device_name for d in self.profile.devices):
-            raise ValueError(f"node_profile was measured on {node_profile.device_name!r}, but the profile "
+            raise UserError(f"node_profile was measured on {node_profile.device_name!r}, but the profile "
                              f"{self.profile.name!r} has {sorted({d.name for d in self.profile.devices})}")
         self.node_profile = node_profile
         self.mechanisms = mechanisms if mechanisms is not None else Mechanisms()

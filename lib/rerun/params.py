@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping
 
 from lib.cli_errors import UserError
@@ -44,26 +45,77 @@ def available(params_dir: str = PARAMS_DIR) -> list[str]:
 
 
 def load(name_or_path: str, params_dir: str = PARAMS_DIR) -> ParamSet:
-    """Read a set by name (``params/<name>.yaml``) or by path; refuse unknown names and malformed files."""
-    import yaml
-
+    """Read a set by name (``params/<name>.yaml``) or by path; refuse unknown names and malformed files: bad
+    UTF-8 or YAML, an unknown key, a field of the wrong type (:func:`file_model`), each one line naming the
+    file (and the field)."""
     path = name_or_path if name_or_path.endswith((".yaml", ".yml")) else os.path.join(params_dir, f"{name_or_path}.yaml")
     if not os.path.exists(path):
         raise UserError(f"--params: no parameter set {name_or_path!r}; available: {', '.join(available(params_dir))}")
     name = os.path.splitext(os.path.basename(path))[0]
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
+    data = read_yaml(path, "--params")
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise UserError(f"{path}: a parameter set is a mapping with keys {sorted(_KEYS)}; got {type(data).__name__}")
     unknown = set(data) - _KEYS
     if unknown:
-        raise UserError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {sorted(_KEYS)}")
-    params, chapters = data.get("parameters") or {}, data.get("chapters") or {}
-    if not isinstance(params, dict) or not isinstance(chapters, dict) or \
-            not all(isinstance(v, dict) for v in chapters.values()):
-        raise UserError(f"{path}: 'parameters' is a mapping and 'chapters' maps a chapter to a mapping")
-    return ParamSet(name, str(data.get("description", "")), params,
-                    {_chapter_key(k): v for k, v in chapters.items()})
+        raise UserError(f"{path}: unknown key {sorted(unknown, key=str)[0]!r}; allowed: {sorted(_KEYS)}")
+    from lib.readback import parse
+
+    m = parse(file_model(), data, f"--params {path}")
+    return ParamSet(name, m.description, dict(m.parameters or {}),
+                    {_chapter_key(k): dict(v) for k, v in (m.chapters or {}).items()})
+
+
+def read_yaml(path: str, what: str = ""):
+    """The parsed YAML of ``path`` (safe types only); bad UTF-8 or YAML is one line naming the file."""
+    import yaml
+
+    from lib.readback import read_text
+
+    text = read_text(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UserError(f"{what} {path}: not valid YAML ({' '.join(str(e).split())[:200]})".strip()) from None
+    except RecursionError:
+        raise UserError(f"{what} {path}: YAML nested too deeply".strip()) from None
+
+
+@lru_cache(maxsize=1)
+def file_model():
+    """The pydantic model of a parameter-set file, strict: ``description`` a string; ``parameters`` a mapping
+    of names to JSON values (what papermill passes and ``params.json`` records: no YAML dates or sets);
+    ``chapters`` a mapping of chapter to such a mapping; no other key. Whether each value suits its chapter is
+    :func:`resolve`'s check."""
+    from typing import Annotated
+
+    from pydantic import AfterValidator, BaseModel, ConfigDict, JsonValue, StrictStr
+
+    Values = Annotated[dict[StrictStr, JsonValue], AfterValidator(_finite)]
+
+    class ParamSetFile(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        description: StrictStr = ""
+        parameters: Values | None = None
+        chapters: dict[StrictStr, Values] | None = None
+
+    return ParamSetFile
+
+
+def _finite(values: dict) -> dict:
+    """``values`` if every number in it is finite (``params.json`` is strict JSON: no NaN, no infinity)."""
+    import math
+
+    def walk(v, where):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{where} = {v} is not finite; allowed: a finite number")
+        for k, x in (v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()):
+            walk(x, f"{where}[{k!r}]")
+
+    for k, v in values.items():
+        walk(v, k)
+    return values
 
 
 def _chapter_key(path: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
 from lib.cli_errors import UserError
 
@@ -107,6 +108,8 @@ def launch(argv: list[str]) -> int:
     if not debug:
         for name in _AGENT_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        # the ranks' c10d warnings (a store's socket timing out before our one line says so) stay out too
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     try:
         with _prompt_shutdown(args.shutdown_timeout):
             tr.run(args)
@@ -117,11 +120,37 @@ def launch(argv: list[str]) -> int:
     return 0
 
 
+def _state(pid: int) -> str:
+    """The one-letter state of ``pid`` in ``/proc`` (``T`` stopped, ``t`` traced); empty when unknown."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def wake_stopped(pids) -> list[int]:
+    """Send SIGTERM, then SIGCONT, to each of ``pids`` that is stopped (SIGSTOP, Ctrl-Z): a stopped process
+    acts on SIGTERM only once continued, so torchrun's shutdown otherwise waits its whole grace before SIGKILL
+    (2 of the 8.5 s a stopped peer held ``launch --timeout-s 5``). Returns the pids woken."""
+    import signal
+
+    woken = []
+    for pid in pids:
+        if _state(pid) == "T":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGCONT)
+                woken.append(pid)
+    return woken
+
+
 @contextlib.contextmanager
 def _prompt_shutdown(timeout_s: int):
     """While the block runs, the ranks left after a failure get ``timeout_s`` of grace before SIGKILL, not 30 s:
     torchrun's ``--shutdown-timeout`` reaches only its signal path, while a failed rank's path (the process
-    context's ``close()``) waits 30 s for a stopped peer that cannot act on SIGTERM."""
+    context's ``close()``) waits 30 s for a stopped peer that cannot act on SIGTERM. A stopped rank is first
+    sent SIGTERM and SIGCONT (:func:`wake_stopped`), so it ends at once instead of after the grace."""
     from torch.distributed.elastic.multiprocessing import api as mp_api
 
     original = mp_api.PContext.__dict__.get("close")
@@ -130,6 +159,7 @@ def _prompt_shutdown(timeout_s: int):
         return
 
     def close(self, death_sig=None, timeout: int = 30) -> None:
+        wake_stopped(self.pids().values())
         return original(self, death_sig, min(timeout, timeout_s))
 
     mp_api.PContext.close = close

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from lib.cli_errors import check_int
+from lib.cli_errors import UserError, check_int
 
 from .strategies import Strategy, check_power_of_two
 
@@ -35,10 +35,10 @@ def _dec(x, name) -> tuple:
         pieces = [v.strip() for v in x.split(",") if v.strip() != ""]
         bad = [v for v in pieces if not re.fullmatch(r"[+-]?[0-9]{1,12}", v)]
         if bad:
-            raise ValueError(f"plan: {name}: {bad[0]!r} is not an integer; {name} must be {allowed}")
+            raise UserError(f"plan: {name}: {bad[0]!r} is not an integer; {name} must be {allowed}")
         return tuple(int(v) for v in pieces)
     if not isinstance(x, (list, tuple)):
-        raise ValueError(f"plan: {name}: {x!r} is not {allowed}")
+        raise UserError(f"plan: {name}: {x!r} is not {allowed}")
     for i, v in enumerate(x):
         check_int(f"plan: {name}[{i}]", v)
     return tuple(x)
@@ -51,7 +51,7 @@ def _int(d: dict, name: str, hi: int, why: str) -> int:
 def _est(d: dict, name: str):
     v = d.get(name)
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-        raise ValueError(f"plan: {name}: {v!r} is not a finite number; an estimate is a finite number or absent")
+        raise UserError(f"plan: {name}: {v!r} is not a finite number; an estimate is a finite number or absent")
     return v
 
 
@@ -82,27 +82,27 @@ class Plan:
         check_power_of_two(self.world_size, "world_size")
         check_power_of_two(self.pp_deg, "pp_deg")
         if n == 0:
-            raise ValueError("a plan needs at least one layer; tp_sizes_enc is empty")
+            raise UserError("a plan needs at least one layer; tp_sizes_enc is empty")
         for name in ("tp_consecutive_flags", "dp_types_enc") + (("checkpoint",) if self.checkpoint else ()):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"{name} has {len(getattr(self, name))} entries; tp_sizes_enc has {n} layers")
+                raise UserError(f"{name} has {len(getattr(self, name))} entries; tp_sizes_enc has {n} layers")
             if any(v not in (0, 1) for v in getattr(self, name)):
-                raise ValueError(f"{name} entries must be 0 or 1; got {getattr(self, name)}")
+                raise UserError(f"{name} entries must be 0 or 1; got {getattr(self, name)}")
         for t in self.tp_sizes_enc:
             check_power_of_two(int(t), "tp size")
             if self.pp_deg * t > self.world_size:
-                raise ValueError(f"pp_deg {self.pp_deg} x tp {t} exceeds world_size {self.world_size}")
+                raise UserError(f"pp_deg {self.pp_deg} x tp {t} exceeds world_size {self.world_size}")
             if self.global_bsz % (self.world_size // (self.pp_deg * t)):
-                raise ValueError(f"global_bsz {self.global_bsz} is not divisible by the data-parallel degree "
+                raise UserError(f"global_bsz {self.global_bsz} is not divisible by the data-parallel degree "
                                  f"{self.world_size // (self.pp_deg * t)} of a tp={t} layer")
         if self.global_bsz < 1 or self.chunks < 1:
-            raise ValueError(f"global_bsz and chunks must be >= 1; got {self.global_bsz}, {self.chunks}")
+            raise UserError(f"global_bsz and chunks must be >= 1; got {self.global_bsz}, {self.chunks}")
         if self.pp_division:
             if len(self.pp_division) != self.pp_deg or sum(self.pp_division) != n or min(self.pp_division) < 1:
-                raise ValueError(f"pp_division {self.pp_division} must have pp_deg={self.pp_deg} positive entries "
+                raise UserError(f"pp_division {self.pp_division} must have pp_deg={self.pp_deg} positive entries "
                                  f"summing to the {n} layers")
         elif n % self.pp_deg:
-            raise ValueError(f"{n} layers do not split evenly into pp_deg={self.pp_deg}; give pp_division")
+            raise UserError(f"{n} layers do not split evenly into pp_deg={self.pp_deg}; give pp_division")
         else:  # normalise: the even division and no checkpointing are written out explicitly
             object.__setattr__(self, "pp_division", (n // self.pp_deg,) * self.pp_deg)
         if not self.checkpoint:
@@ -135,16 +135,16 @@ class Plan:
     def from_dict(cls, d: dict, world_size: int | None = None) -> "Plan":
         """Read the published format. ``world_size`` (if given) must match the plan's."""
         if not isinstance(d, dict):
-            raise ValueError(f"a plan must be a JSON object; got {type(d).__name__}")
+            raise UserError(f"a plan must be a JSON object; got {type(d).__name__}")
         missing = [k for k in PLAN_FIELDS if k not in d]
         if missing:
-            raise ValueError(f"plan is missing field(s) {missing}; required: {list(PLAN_FIELDS)}")
+            raise UserError(f"plan is missing field(s) {missing}; required: {list(PLAN_FIELDS)}")
         ws = d.get("world_size", world_size)
         if ws is None:
-            raise ValueError("plan has no 'world_size'; pass world_size=")
+            raise UserError("plan has no 'world_size'; pass world_size=")
         ws = check_int("plan: world_size", ws, 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
         if world_size is not None and ws != int(world_size):
-            raise ValueError(f"plan was made for world_size={ws}; this run has world_size={world_size}")
+            raise UserError(f"plan was made for world_size={ws}; this run has world_size={world_size}")
         tp = _dec(d["tp_sizes_enc"], "tp_sizes_enc")
         ck = _dec(d["checkpoint"], "checkpoint") if "checkpoint" in d else ()
         div = _dec(d["pp_division"], "pp_division") if "pp_division" in d else ()
@@ -166,7 +166,7 @@ class Plan:
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"plan is not valid JSON: {e}") from None
+            raise UserError(f"plan is not valid JSON: {e}") from None
         return cls.from_dict(d, world_size)
 
     @classmethod
@@ -189,9 +189,9 @@ class Plan:
 
         nnodes = check_int("to_torchrun: nnodes", nnodes, 1, self.world_size, "nodes, at most the GPUs")
         if self.world_size % nnodes:
-            raise ValueError(f"to_torchrun: nnodes {nnodes} does not divide world_size {self.world_size}")
+            raise UserError(f"to_torchrun: nnodes {nnodes} does not divide world_size {self.world_size}")
         if device not in ("cpu", "cuda"):
-            raise ValueError(f"to_torchrun: device {device!r} is not allowed; use 'cpu' or 'cuda'")
+            raise UserError(f"to_torchrun: device {device!r} is not allowed; use 'cpu' or 'cuda'")
         cmd = ["torchrun"]
         if nnodes > 1:
             cmd += ["--nnodes", str(nnodes), "--node-rank", "$NODE_RANK"]

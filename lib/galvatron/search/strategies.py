@@ -14,14 +14,17 @@ import itertools
 from dataclasses import dataclass
 from math import comb
 
+from lib.cli_errors import UserError
+
 KINDS = ("dp", "sdp", "tp")
 SPACES = ("full", "dp", "sdp", "tp", "pp", "dp+tp", "dp+pp", "3d")
 
 
 def check_power_of_two(n_gpus: int, what: str = "n_gpus") -> int:
-    """Return log2(n_gpus); raise ValueError unless n_gpus is a positive power of two."""
+    """Return log2(n_gpus); raise :class:`UserError` (a ``ValueError``) unless n_gpus is a positive power of
+    two: it checks a count a user gave (a flag, a plan's field)."""
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1 or n_gpus & (n_gpus - 1):
-        raise ValueError(f"{what} must be a power of two (1, 2, 4, 8, ...); got {n_gpus!r}")
+        raise UserError(f"{what} must be a power of two (1, 2, 4, 8, ...); got {n_gpus!r}")
     return n_gpus.bit_length() - 1
 
 
