@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from lib.cli_errors import OneLineParser, UserError
 
 from .search.cost import step_estimate
+from .search.layout import LayoutError
 from .search.practice_search import search_practice
 from .published import filled, load_runs, to_config, to_job
 from .search.rules import ALL_PRESETS, get_rules
@@ -78,7 +79,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
     for path, run in tqdm(runs, desc="validate", unit="run", disable=not progress, file=sys.stderr):
         try:
             est = estimate_run(run, rules)
-        except ValueError as e:
+        except LayoutError as e:  # the run's configuration; any other ValueError is a bug (exit 1)
             raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 4),

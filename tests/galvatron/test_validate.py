@@ -213,3 +213,17 @@ def test_ablation_from_the_paper_rules_to_practice(runs):
     assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
     assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
     assert first["median_abs_error"] > 0.4 and last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
+
+
+def test_a_cost_model_error_that_is_not_the_runs_config_is_a_bug_with_its_traceback(monkeypatch, capsys):
+    """Only a LayoutError (the run's configuration against its job and rules) is the file's fault, exit 2;
+    a plain ValueError inside the cost model is a bug: run_cli lets it through (Python exits 1 with the
+    traceback), where it used to become a one-line exit 2."""
+    import lib.galvatron.validate as v
+
+    def broken(*a, **k):
+        raise ValueError("an internal invariant broke")
+
+    monkeypatch.setattr(v, "step_estimate", broken)
+    with pytest.raises(ValueError, match="an internal invariant broke"):
+        _cli(["--runs", str(CAL), "--no-search"], capsys)

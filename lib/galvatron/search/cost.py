@@ -28,7 +28,7 @@ from . import collectives as col
 from . import schedules as sch
 from . import zero as zr
 from .efficiency import efficiency
-from .layout import check_layout, chunk_layers, stage_layers
+from .layout import LayoutError, check_layout, chunk_layers, stage_layers
 from .precision import bytes_per_value
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
 from .rules import CostRules, get_rules
@@ -237,7 +237,7 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     nothing). Context parallelism without its switch is an error."""
     rules = get_rules(rules)
     if cfg.cp > 1 and not rules.context_parallel:
-        raise ValueError(f"cp={cfg.cp} needs rules with context_parallel on ({rules.name} has it off)")
+        raise LayoutError(f"cp={cfg.cp} needs rules with context_parallel on ({rules.name} has it off)")
     if rules.pipeline_schedules:
         schedule, vp = ("interleaved" if cfg.vp > 1 else "1f1b"), cfg.vp
     else:
@@ -291,7 +291,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     else:
         layers = stage_layers(L, pp, uneven=rules.any_degrees)
         if vp > 1 and any(n % vp for n in layers):
-            raise ValueError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
+            raise LayoutError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
         chunks = [[n // vp] * vp for n in layers]
 
     # compute: one layer, one micro-batch

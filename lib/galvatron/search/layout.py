@@ -105,22 +105,27 @@ class Job:
             raise ValueError(f"Job.dtype must be bf16 or fp16; got {self.dtype!r}")
 
 
+class LayoutError(ValueError):
+    """A parallel configuration that does not fit its job or its rules (a caller's input, named in one line);
+    any other ValueError of the cost model is a bug. ``validate`` reports it as the run's config field."""
+
+
 def check_layout(job: Job, cfg: ParallelConfig, spare_chunks: int = 0) -> int:
-    """Micro-batches per step, after checking that ``cfg`` fits ``job``; ValueError naming the field.
+    """Micro-batches per step, after checking that ``cfg`` fits ``job``; LayoutError naming the field.
     ``spare_chunks`` (0-2): chunks that may hold no layer (the embedding's and the head's, ``chunk_layers``)."""
     sh = job.shape
     if cfg.n_gpus != job.n_gpus:
-        raise ValueError(f"tp x cp x dp x pp = {cfg.n_gpus} but the job has {job.n_gpus} GPUs")
+        raise LayoutError(f"tp x cp x dp x pp = {cfg.n_gpus} but the job has {job.n_gpus} GPUs")
     if sh.n_heads % cfg.tp:
-        raise ValueError(f"tp={cfg.tp} must divide the {sh.n_heads} attention heads")
+        raise LayoutError(f"tp={cfg.tp} must divide the {sh.n_heads} attention heads")
     if cfg.pp * cfg.vp > sh.n_layers + spare_chunks:
-        raise ValueError(f"pp x vp = {cfg.pp * cfg.vp} exceeds the {sh.n_layers} layers"
+        raise LayoutError(f"pp x vp = {cfg.pp * cfg.vp} exceeds the {sh.n_layers} layers"
                          + (f" + {spare_chunks} embedding/head chunks" if spare_chunks else ""))
     if sh.seq_len % cfg.cp:
-        raise ValueError(f"cp={cfg.cp} must divide the sequence length {sh.seq_len}")
+        raise LayoutError(f"cp={cfg.cp} must divide the sequence length {sh.seq_len}")
     per = cfg.dp * cfg.micro_batch
     if job.global_batch % per:
-        raise ValueError(f"global_batch={job.global_batch} is not a whole number of micro-batches of "
+        raise LayoutError(f"global_batch={job.global_batch} is not a whole number of micro-batches of "
                          f"dp x micro_batch = {per}")
     return job.global_batch // per
 
