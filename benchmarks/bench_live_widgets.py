@@ -13,7 +13,9 @@ cluster-size control (each change searches a plan for the new cluster under the 
 ``lib.closing.run.one_run``) did not under Part II's ``galvatron2`` rules (about 10 s, estimated). Under
 ``practice``, with the search's pruning (``practice_search.search_practice``), its slowest slider size took
 0.51 s of CPU on one core (``taskset -c 0``), 1.55 s in the browser (estimated): within the budget, but
-on a busy machine one run of the benchmark gave 2.3 s.
+on a busy machine one run of the benchmark gave 2.3 s. After the attention kernel's rate and the bounded
+H100 fit were merged (issue 24), its slowest size (256 GPUs) took 0.58 s of CPU, 1.75 s in the browser
+(estimated): still within the budget, with less room.
 
     python benchmarks/bench_live_widgets.py [--check]    # --check: exit 1 when an estimate misses 2 s
 """

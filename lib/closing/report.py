@@ -101,10 +101,12 @@ def meta_glue(meta, published) -> dict[str, str]:
     return out
 
 
-def llama3_table(r: OneRun, meta=None, published=None) -> HTMLTable:
+def llama3_table(r: OneRun, meta=None, published=None, interleaved=None) -> HTMLTable:
     """The estimate beside Llama 3 405B, each value labelled estimated or quoted, with Llama 3's source.
-    ``meta`` (a ``practice_plan.PracticePlan`` of Meta's layout) adds a column: Meta's layout as the practice
-    rules price it; ``published`` (the published run) adds Llama 3's tokens/s/GPU."""
+    ``meta`` (a ``practice_plan.PracticePlan`` of Meta's layout) adds a column, Meta's layout as the practice
+    rules price it, and a row of peak memory per GPU; ``interleaved`` (``practice_plan.meta_interleaved``)
+    adds the same layout interleaved as Llama 3's section 3.3.2 describes; ``published`` (the published run)
+    adds Llama 3's tokens/s/GPU."""
     e, j = r.est, r.job
     meta_plan = f"TP {LLAMA3_TP} x PP {LLAMA3_PP} x DP {llama3_dp(LLAMA3_GPUS)}, CP 1 (quoted)"
     lo, hi = 380, max(LLAMA3_TFLOPS.values())
@@ -125,18 +127,36 @@ def llama3_table(r: OneRun, meta=None, published=None) -> HTMLTable:
                         f"{published.measured.tokens_per_s_per_gpu:.0f} (estimated from its quoted TFLOP/s "
                         f"with NVIDIA DGXC's FLOP formula, data/published_runs/)", SOURCES["tflops"]))
     head = ("", "this book's plan", "Llama 3 405B", "Llama 3's source")
-    if meta is not None:
-        t = meta.terms
-        col = {"GPUs": f"{j.n_gpus:,} (input)",
-               "plan": f"{meta.label()} (the published layout; its nulls filled as validate fills them)",
-               "tokens/s per GPU": f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
-               "TFLOP/s per GPU": f"{t['tokens_per_s_per_gpu'] * model_flops_per_token(j.model) / 1e12:.0f} "
-                                  f"(estimated)",
-               "step time": f"{t['step_s']:.1f} s (estimated)"}
-        rows = [(row[0], row[1], col.get(row[0], "as this book's plan's stages would give"), *row[2:])
-                for row in rows]
-        rows = [row if row[0] in col else (row[0], row[1], "not estimated", *row[3:]) for row in rows]
-        head = ("", "this book's plan", "Meta's layout, priced", "Llama 3 405B", "Llama 3's source")
+    if meta is None:
+        return _llama3_html(j, head, rows)
+    at = [row[0] for row in rows].index("step time") + 1
+    rows.insert(at, ("peak memory per GPU", _memory(e.plan.terms), "not reported", ""))
+    priced = [("Meta's layout, priced", meta, "the published layout; its nulls filled as validate fills them")]
+    if interleaved is not None:
+        priced.append(("Meta's layout interleaved, priced", interleaved,
+                       "interleaved as Llama 3's section 3.3.2 describes: our reading, VP not stated"))
+    for k, (name, plan, how) in enumerate(priced):
+        col = _priced_column(j, plan, how)
+        rows = [(*row[:2 + k], col.get(row[0], "not estimated"), *row[2 + k:]) for row in rows]
+        head = (*head[:2 + k], name, *head[2 + k:])
+    return _llama3_html(j, head, rows)
+
+
+def _memory(t: dict) -> str:
+    return f"{t['peak_gb']:.1f} GB (estimated; {'fits' if t['fits'] else 'does not fit'})"
+
+
+def _priced_column(j, plan, how: str) -> dict:
+    """One layout priced under practice (a ``practice_plan.PracticePlan``), as a column of the table."""
+    t = plan.terms
+    return {"GPUs": f"{j.n_gpus:,} (input)", "plan": f"{plan.label()} ({how})",
+            "tokens/s per GPU": f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
+            "TFLOP/s per GPU": f"{t['tokens_per_s_per_gpu'] * model_flops_per_token(j.model) / 1e12:.0f} "
+                               f"(estimated)",
+            "step time": f"{t['step_s']:.1f} s (estimated)", "peak memory per GPU": _memory(t)}
+
+
+def _llama3_html(j, head, rows) -> HTMLTable:
     return HTMLTable(head, tuple(rows),
                      f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster beside Llama 3 405B (arXiv:2407.21783), "
                      f"{j.rules} cost rules", left=tuple(range(len(head))))

@@ -306,6 +306,26 @@ def fill_what_if(runs, held) -> dict:
             "summary": summary}
 
 
+def fill_what_if_vp(w: dict, run, vp: int) -> dict:
+    """Chapter 9's what-if (:func:`fill_what_if`'s refitted constants and the planner's micro-batch fill)
+    with the run's unstated schedule filled too: ``vp`` chunks per stage instead of ``validate``'s 1, e.g.
+    Llama 3's one-layer chunks, (layers + 2) / pp, read from its section 3.3.2. Reported, not adopted: the
+    run's file keeps vp null. ``validate.estimate_run``'s dict (estimated). ValueError where the run states
+    its vp or ``vp`` is not a positive int."""
+    from .search.efficiency import load_gpu
+    from .validate import estimate_run, with_efficiency
+
+    if run.config.vp is not None:
+        raise ValueError(f"run {run.name!r}: field config.vp is stated ({run.config.vp}); the what-if "
+                         f"fills only an unstated vp")
+    if not isinstance(vp, int) or isinstance(vp, bool) or vp < 1:
+        raise ValueError(f"vp must be a positive int; got {vp!r}")
+    g = run.cluster.gpu
+    gpu = with_efficiency(load_gpu(g), *w["constants"][g])
+    filled_vp = run.model_copy(update={"config": run.config.model_copy(update={"vp": vp})})
+    return estimate_run(filled_vp, PRACTICE, gpu, fill="planner")
+
+
 def fill_what_if_table(w: dict, names) -> Table:
     """The rows of :func:`fill_what_if` for the runs ``names``, in that order."""
     by = {r[0]: r for r in w["rows"]}

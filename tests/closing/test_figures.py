@@ -87,8 +87,12 @@ def test_the_table_under_practice_sets_metas_layout_beside_the_plan():
     r = run_of(CHAPTER_JOB)
     meta, pub = meta_beside(CHAPTER_JOB)
     t = llama3_table(r, meta, pub)
-    assert t.head[2] == "Meta's layout, priced" and len(t.rows) == 7
+    assert t.head[2] == "Meta's layout, priced" and len(t.rows) == 8
     rows = {row[0]: row for row in t.rows}
+    # the peak memory row: the plan fits, Meta's layout as validate fills it fits too (84 GB of 85.5)
+    assert rows["peak memory per GPU"][1] == f"{r.est.plan.terms['peak_gb']:.1f} GB (estimated; fits)"
+    assert rows["peak memory per GPU"][2].endswith("(estimated; fits)") and rows["peak memory per GPU"][3] == \
+        "not reported"
     assert rows["plan"][2].startswith("TP 8, PP 16, DP 128") and "CP 2, VP 8" in rows["plan"][1]
     assert rows["tokens/s per GPU"][3].startswith("151 (estimated from its quoted")
     assert rows["TFLOP/s per GPU"][3].startswith("400 (quoted")
@@ -99,3 +103,24 @@ def test_the_table_under_practice_sets_metas_layout_beside_the_plan():
     g = meta_glue(meta, pub)
     assert g["llama3_tokens"] == "151 tokens/s" and g["meta_cfg_error"].startswith("-")
     assert meta_glue(meta, None)["meta_cfg_error"] == "no published run"
+
+
+def test_the_table_sets_metas_interleaved_layout_beside_as_published():
+    from lib.closing.exercises import CHAPTER_JOB
+    from lib.closing.practice_plan import meta_beside, meta_interleaved
+
+    r = run_of(CHAPTER_JOB)
+    meta, pub = meta_beside(CHAPTER_JOB)
+    inter = meta_interleaved(CHAPTER_JOB)
+    t = llama3_table(r, meta, pub, inter)
+    assert t.head == ("", "this book's plan", "Meta's layout, priced", "Meta's layout interleaved, priced",
+                      "Llama 3 405B", "Llama 3's source")
+    rows = {row[0]: row for row in t.rows}
+    assert len(t.rows) == 8 and all(len(row) == 6 for row in t.rows)
+    assert rows["plan"][3].startswith("TP 8, PP 16, DP 128, VP 8") and "section 3.3.2" in rows["plan"][3]
+    assert rows["tokens/s per GPU"][3] == f"{inter.terms['tokens_per_s_per_gpu']:.0f} (estimated)"
+    assert rows["step time"][3] == f"{inter.terms['step_s']:.1f} s (estimated)"
+    # as the chapter says: interleaved it does not fit in the memory model, as published it does
+    assert rows["peak memory per GPU"][3].endswith("does not fit)") and "; fits" in rows["peak memory per GPU"][2]
+    assert rows["goodput, no backups / backups"][3] == "not estimated"
+    assert rows["tokens/s per GPU"][4].startswith("151 (estimated from its quoted")

@@ -190,6 +190,28 @@ def test_fill_what_if_moves_the_h100_fit_inside_its_bounds(runs):
     assert worst[0].startswith("llama3")
 
 
+def test_fill_what_if_vp_fills_the_unstated_schedule(runs):
+    held = pr.calibration_runs(pr.CALIBRATION.with_name("heldout.json"))
+    w = pr.fill_what_if(runs, held)
+    by = {r[0]: r for r in w["rows"][:len(runs)]}
+    llama = next(r for r in runs if r.name == "llama3-405b-16384-8192")
+    assert llama.config.vp is None
+    # vp 1 is the what-if as fill_what_if prices it (the same constants and fill)
+    assert pr.fill_what_if_vp(w, llama, 1)["error"] == pytest.approx(by[llama.name][3], rel=1e-12)
+    # Meta's one-layer chunks, (126 + 2) / 16: the bubble shrinks, (pp - 1) / (vp m) with m = 16
+    vp = (llama.model.layers + 2) // llama.config.pp
+    e1, e8 = pr.fill_what_if_vp(w, llama, 1), pr.fill_what_if_vp(w, llama, vp)
+    assert vp == 8 and e8["micro_batches"] == e1["micro_batches"] == 16
+    assert e8["tokens_per_s_per_gpu"] > e1["tokens_per_s_per_gpu"] and e8["efficiency"] == e1["efficiency"]
+    stated = next(r for r in runs if r.config.vp is not None) if any(r.config.vp for r in runs) else \
+        llama.model_copy(update={"config": llama.config.model_copy(update={"vp": 2})})
+    with pytest.raises(ValueError, match="config.vp"):
+        pr.fill_what_if_vp(w, stated, 8)
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="vp must be"):
+            pr.fill_what_if_vp(w, llama, bad)
+
+
 def test_attention_shares_by_hand():
     from lib.galvatron import practice_figures as pf
     from lib.galvatron.search.efficiency import efficiency, load_gpu
