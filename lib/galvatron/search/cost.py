@@ -376,11 +376,17 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
                                          act_bytes=by.activation, kv_hidden=sh.kv_hidden,
                                          dropout=job.dropout)
     a_work = 0.0
-    if recompute != "none":         # backward re-creates one layer's activations at a time
+    if recompute != "none":
+        # backward re-creates what the recompute dropped, one layer at a time: under full recompute the
+        # whole layer's activations; under selective recompute only the attention scores it did not keep
+        # (Korthikanti et al. 2022, section 5: none of them with fused attention, whose kernel recomputes
+        # the scores block by block itself), i.e. the layer without recompute less what selective keeps
         a_work = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
                                             recompute="none", fused_attention=rules.fused_attention, cp=cp,
                                             act_bytes=by.activation, kv_hidden=sh.kv_hidden,
                                             dropout=job.dropout)
+        if recompute == "selective":
+            a_work -= a_layer
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
     logits = tokens * sh.vocab / tp * 4.0                            # fp32 logits of one micro-batch
     peaks = []

@@ -337,3 +337,28 @@ def test_context_parallel_ring_hides_under_attention_or_pays_the_port():
     assert e["attention_s"] == pytest.approx(attn)
     assert e["cp_s"] == pytest.approx(max(0, 7 * hop - attn) + max(0, 14 * hop - 2 * attn))
     assert e["cp_s"] > 0
+
+
+def test_selective_recompute_working_memory_by_hand():
+    """Backward under selective recompute re-creates only the attention scores of one layer (Korthikanti et
+    al. 2022, section 5), not the whole layer: none at all with fused attention, whose kernel recomputes
+    them itself. GPT-13B at TP 4 with SP, no pipeline: 40 layers in flight, one micro-batch of 2048."""
+    j, t, L = job(), 4, GPT.n_layers
+    cfg = ParallelConfig(tp=t, pp=1, dp=16, micro_batch=1, sequence_parallel=True, zero=1)
+    one = GPT.seq_len * 1 * GPT.hidden                               # s b h, micro-batch 1
+    keep = one * 34 / t                                            # SP + selective: Table 2
+    scores = 5 * GPT.n_heads * GPT.seq_len ** 2 * 1 / t              # 5 a s^2 b / t, 16-bit
+    # fused attention (practice): selective keeps what no recompute keeps and re-creates nothing
+    none, sel = (step_estimate(j, cfg.with_(recompute=r), PRACTICE) for r in ("none", "selective"))
+    assert sel["activation_bytes_per_layer"] == pytest.approx(keep)
+    assert sel["peak_bytes"] == pytest.approx(none["peak_bytes"])
+    # scores kept (fused attention off): no recompute holds them for all 40 layers, selective for the one
+    # layer its backward is working on
+    unfused = off("fused_attention")
+    none, sel = (step_estimate(j, cfg.with_(recompute=r), unfused) for r in ("none", "selective"))
+    assert none["activation_bytes_per_layer"] == pytest.approx(keep + scores)
+    assert none["peak_bytes"] - sel["peak_bytes"] == pytest.approx((L - 1) * scores)
+    # full recompute keeps each layer's input (2 s b h / t with SP) and re-creates one whole layer
+    full = step_estimate(j, cfg.with_(recompute="full"), unfused)
+    assert none["peak_bytes"] - full["peak_bytes"] == pytest.approx(
+        L * (keep + scores) - L * 2 * one / t - (keep + scores))
