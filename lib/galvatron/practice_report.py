@@ -273,10 +273,11 @@ def breakdown_table(runs, rules=PRACTICE) -> Table:
         b = breakdown(e)
         rows.append([r.name, f"{e['micro_batches']}", f"{e['step_s']:.2f}"]
                     + [f"{b[k] / e['step_s']:.0%}" for k in kinds] + [f"{e['error']:+.1%}"])
-    return Table(["run", "micro-batches", "step (s)", "GEMMs", "attention", "recompute", "TP exposed",
-                  "head", "bubble", "DP/ZeRO exposed", "error"], rows,
+    return Table(["run", "m", "step (s)", "GEMMs", "attn.", "recomp.", "TP", "head", "bubble", "DP/ZeRO",
+                  "error"], rows,
                  caption="estimated (practice) shares of one step of the published configuration, on its "
-                         "fullest pipeline stage; error against the published tokens/s/GPU (quoted)")
+                         "fullest pipeline stage (m: micro-batches per step; TP, DP/ZeRO: their messages "
+                         "left exposed); error against the published tokens/s/GPU (quoted)")
 
 
 def fill_what_if(runs, held) -> dict:
