@@ -227,3 +227,17 @@ def test_a_cost_model_error_that_is_not_the_runs_config_is_a_bug_with_its_traceb
     monkeypatch.setattr(v, "step_estimate", broken)
     with pytest.raises(ValueError, match="an internal invariant broke"):
         _cli(["--runs", str(CAL), "--no-search"], capsys)
+
+
+def test_the_text_report_rounds_each_error_once_as_the_chapters_do(capsys):
+    """The JSON keeps 6 decimals: a percentage printed with one decimal is the exact error's rounding."""
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.validate import estimate_run
+
+    heldout = CAL.parent / "heldout.json"
+    code, out, _ = _cli(["--runs", str(heldout), "--no-search"], capsys)
+    assert code == 0
+    for run in load_runs(str(heldout)).runs:
+        exact = estimate_run(run)["error"]
+        line = next(x for x in out.splitlines() if x.startswith(run.name + " "))
+        assert f"{exact:+.1%}" in line, (run.name, exact, line)
