@@ -7,7 +7,7 @@ Used in: book/closing/01_one_run.
 
 from __future__ import annotations
 
-from lib.galvatron.search.activations import attention_flops_per_token
+from lib.galvatron.search.cost import model_flops_per_token as cost_model_flops_per_token
 from lib.galvatron.search.analytic import SHAPES
 
 #: "higher than 90% effective training time" (§3.3.4, Reliability and Operational Challenges): quoted.
@@ -43,8 +43,7 @@ def model_flops_per_token(model: str) -> float:
     2.17e16, ``data/published_runs/``); ``cost.step_estimate``'s ``tflops_per_gpu`` counts the same."""
     if model not in SHAPES:
         raise ValueError(f"model must be one of {sorted(SHAPES)}; got {model!r}")
-    sh = SHAPES[model]
-    return 6.0 * sh.n_params() + 3.0 * sh.n_layers * attention_flops_per_token(sh.seq_len, sh.hidden)
+    return cost_model_flops_per_token(SHAPES[model])
 
 
 def step_at_tflops_s(model: str, tokens_per_step: int, n_gpus: int, tflops_per_gpu: float) -> float:

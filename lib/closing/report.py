@@ -151,8 +151,7 @@ def _priced_column(j, plan, how: str) -> dict:
     t = plan.terms
     return {"GPUs": f"{j.n_gpus:,} (input)", "plan": f"{plan.label()} ({how})",
             "tokens/s per GPU": f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
-            "TFLOP/s per GPU": f"{t['tokens_per_s_per_gpu'] * model_flops_per_token(j.model) / 1e12:.0f} "
-                               f"(estimated)",
+            "TFLOP/s per GPU": f"{t['tflops_per_gpu']:.0f} (estimated)",
             "step time": f"{t['step_s']:.1f} s (estimated)", "peak memory per GPU": _memory(t)}
 
 

@@ -270,6 +270,12 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
     return float(overlap_ms(c, total_bwd, 1.3)) - total_bwd + t_step["fwd"] + m * t_mb["fwd"]
 
 
+def model_flops_per_token(sh) -> float:
+    """Model FLOPs of one trained token of shape ``sh``, as model FLOPs utilisation counts them (Chowdhery et
+    al. 2022): 6 x parameters + the attention scores' 12 x layers x s x h (no causal saving, no recompute)."""
+    return 6.0 * sh.n_params() + 3.0 * sh.n_layers * act.attention_flops_per_token(sh.seq_len, sh.hidden)
+
+
 def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     """Time and memory of one training step of ``job`` under layout ``cfg``: a dict with ``step_s``,
     ``tokens_per_s_per_gpu``, ``tflops_per_gpu`` (6 N + attention, model FLOPs), ``peak_bytes`` (the
@@ -293,6 +299,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if vp > 1 and any(n % vp for n in layers):
             raise LayoutError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
         chunks = [[n // vp] * vp for n in layers]
+    uneven = uneven_chunks and any(len(set(c)) > 1 for c in chunks)   # only chunk_layers makes them differ
 
     # compute: one layer, one micro-batch
     rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency)
@@ -336,7 +343,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     # pipeline: where every stage's chunks are alike, the even formula; else each chunk priced, the head
     # on the last chunk of the last stage (schedules.chunked_step_s)
     m_eff = m
-    if all(len(set(c)) == 1 for c in chunks):
+    if not uneven:
         pipe_s = sch.step_s(schedule, stage_s, m_eff, vp)
     else:
         chunk_s = [[n * layer_s + (head_s if (i, j) == (pp - 1, vp - 1) else 0.0) for j, n in enumerate(c)]
@@ -397,14 +404,13 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             flight = float(m_eff)                                    # GPipe keeps the whole local batch
         gathered = 2 * layer_params * by.param if zero == 3 else 0.0
         held = flight * layers[i]
-        if pp > 1 and len(set(chunks[i])) > 1:        # uneven chunks: the layers of the chunks in flight
+        if pp > 1 and uneven and len(set(chunks[i])) > 1:  # uneven chunks: the layers of the chunks in flight
             held = sch.layers_in_flight(schedule, chunks[i], pp, m_eff, i)
         peaks.append(P * per_param + held * a_layer + a_work + gathered
                      + (logits if i == pp - 1 else 0.0) + RESERVE_BYTES)
     peak = max(peaks)
     tok = job.global_batch * s / step / job.n_gpus
-    model_flops_tok = 6.0 * sh.n_params() + 3.0 * L * act.attention_flops_per_token(s, h)
-    return {"step_s": step, "tokens_per_s_per_gpu": tok, "tflops_per_gpu": tok * model_flops_tok / 1e12,
+    return {"step_s": step, "tokens_per_s_per_gpu": tok, "tflops_per_gpu": tok * model_flops_per_token(sh) / 1e12,
             "peak_bytes": peak, "peak_gb": peak / 1e9, "fits": bool(peak <= gpu.usable_mem_bytes),
             "stage_peak_bytes": peaks, "micro_batches": m, "schedule": schedule, "vp": vp, "zero": zero,
             "sequence_parallel": sp, "recompute": recompute, "stage_layers": layers,
