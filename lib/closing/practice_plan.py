@@ -20,7 +20,6 @@ so this module does not import run), book/closing/01_one_run.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, replace
 
@@ -32,12 +31,10 @@ from lib.galvatron.search.layout import Job as LayoutJob
 from lib.galvatron.search.layout import ParallelConfig
 from lib.galvatron.search.practice_search import search_practice
 
-from .llama3 import LLAMA3_PP, LLAMA3_TP
+from .llama3 import LLAMA3_PP, LLAMA3_TP, llama3_dp
 
 #: The GPU type (``data/hardware/gpus/``) of each cluster profile the closing chapter can run on.
 CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
-#: The published runs of Llama 3 405B (``data/published_runs/``, the calibration set's schema).
-PUBLISHED_RUNS = "data/published_runs/calibration.json"
 #: Models without dropout layers (Llama's architecture has none, as the published runs state).
 NO_DROPOUT = ("llama3-8b", "llama3-70b", "llama3-405b")
 
@@ -86,11 +83,7 @@ def practice_job(job) -> LayoutJob:
 def meta_config(n_gpus: int) -> ParallelConfig:
     """Meta's layout for Llama 3 405B (Table 4): TP 8, PP 16, DP = GPUs / 128, ZeRO-1, sequence parallel,
     micro-batch 1, no recompute: the fields of the published run, nulls filled as ``validate`` fills them."""
-    if n_gpus % (LLAMA3_TP * LLAMA3_PP):
-        raise ValueError(f"n_gpus must be a multiple of {LLAMA3_TP * LLAMA3_PP} for Meta's layout; "
-                         f"got {n_gpus!r}")
-    return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=n_gpus // (LLAMA3_TP * LLAMA3_PP),
-                          sequence_parallel=True, zero=1)
+    return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(n_gpus), sequence_parallel=True, zero=1)
 
 
 def meta_interleaved(job) -> PracticePlan:
@@ -109,17 +102,17 @@ def meta_interleaved(job) -> PracticePlan:
 
 
 def published_llama3(n_gpus: int):
-    """The published Llama 3 405B run on ``n_gpus`` (8,192 or 16,384) of ``PUBLISHED_RUNS``, or None."""
-    from lib.galvatron.published import load_runs
+    """The published Llama 3 405B run on ``n_gpus`` (8,192 or 16,384) of the calibration set
+    (``practice_report.calibration_runs``, ``data/published_runs/calibration.json``), or None."""
+    from lib.galvatron.practice_report import calibration_runs
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    runs = {r.name: r for r in load_runs(os.path.join(root, PUBLISHED_RUNS)).runs}
-    return runs.get(f"llama3-405b-{n_gpus}-8192")
+    return next((r for r in calibration_runs() if r.name == f"llama3-405b-{n_gpus}-8192"), None)
 
 
-def price(job, cfg: ParallelConfig) -> PracticePlan:
-    """One layout priced under ``practice`` for ``job`` (no search)."""
-    return PracticePlan(cfg, step_estimate(practice_job(job), cfg, "practice"))
+def price(job, cfg: ParallelConfig, rules="practice") -> PracticePlan:
+    """One layout priced under ``practice`` (or ``rules``: practice as it applies to a published run's stack,
+    ``validate.run_rules``) for ``job`` (no search)."""
+    return PracticePlan(cfg, step_estimate(practice_job(job), cfg, rules))
 
 
 def search(job) -> tuple[PracticePlan, float]:
@@ -141,5 +134,6 @@ def meta_beside(job) -> tuple[PracticePlan, object]:
     if run is None:
         return price(job, meta_config(job.n_gpus)), None
     from lib.galvatron.published import to_config
+    from lib.galvatron.validate import run_rules
 
-    return price(job, to_config(run)), run
+    return price(job, to_config(run), run_rules(run, "practice")), run

@@ -22,8 +22,7 @@ from lib import hardware
 from lib.galvatron.search.analytic import SHAPES, analytic_profile
 from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
-from lib.galvatron.search import rules as search_rules
-from lib.galvatron.search.rules import PRESETS
+from lib.galvatron.search.rules import ALL_PRESETS, PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import model as sm
 
@@ -31,9 +30,9 @@ from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F
 
 
 def rule_names() -> list[str]:
-    """The cost rules a job may name: the layer-wise search's presets, and ``practice`` where the search
-    package has it (``lib.galvatron.search.rules.ALL_PRESETS``; priced by its own planner, ``practice_plan.py``)."""
-    return sorted(getattr(search_rules, "ALL_PRESETS", PRESETS))
+    """The cost rules a job may name (``lib.galvatron.search.rules.ALL_PRESETS``): the layer-wise search's
+    presets, and ``practice`` (priced by its own planner, ``practice_plan.py``)."""
+    return sorted(ALL_PRESETS)
 
 
 @dataclass(frozen=True)
@@ -218,15 +217,15 @@ def backup_replicas(job: Job, est: PlanEstimate) -> int:
     return sm.backup_count(est.dp, job.backup_share)
 
 
-def step_efficiency(job: Job, est: PlanEstimate, backups: bool, step: sm.StepModel | None = None) -> float:
+def step_efficiency(job: Job, est: PlanEstimate, backups: bool) -> float:
     """Step efficiency of the plan's step at the job's GPU count, with or without backup replicas.
 
     Without: ``lib.straggler.model.step_efficiency(N)``. With b backup replicas of r = tp x pp GPUs: N + b r
     GPUs draw slow GPUs, the step waits for all but the b slowest replicas (each slow GPU sits in its own
     replica: slow GPUs are rare), and the b r GPUs are charged as cost. That is the model's expected step with
     b dropped and the Poisson rate (N + b r) p, so it is computed as ``expected_step_s(N, b)`` with p scaled
-    by (N + b r) / (N + b). ``step``: another step model for the same plan (default: ``step_model``)."""
-    step, n = (step_model(job, est) if step is None else step), job.n_gpus
+    by (N + b r) / (N + b)."""
+    step, n = step_model(job, est), job.n_gpus
     if not backups:
         return sm.step_efficiency(n, 0, step)
     b = backup_replicas(job, est)
