@@ -238,16 +238,21 @@ def why_table(p: dict) -> Table:
 def bubble_share(e: dict) -> float:
     """The share of a step spent in the pipeline bubble: (pipeline time - m x the slowest stage's time) /
     step."""
-    return (e["pipeline_s"] - e["micro_batches"] * max(e["stage_s"])) / e["step_s"]
+    return _bubble_s(e) / e["step_s"]
+
+
+def _bubble_s(e: dict) -> float:
+    """The pipeline's idle seconds in one step: its time less the slowest stage's busy time."""
+    return e["pipeline_s"] - e["micro_batches"] * max(e["stage_s"])
 
 
 def breakdown(e: dict) -> dict:
-    """One step's seconds by kind (estimated), on the fullest pipeline stage: ``gemm`` (matrix multiplies,
+    """One step's seconds by kind (estimated), on the slowest pipeline stage: ``gemm`` (matrix multiplies,
     forward and backward), ``attention`` (the attention core's kernel, forward and backward), ``recompute``,
     ``tp`` (tensor-parallel messages left exposed), ``head`` (output layer), ``bubble`` (the pipeline's idle
     time), ``p2p`` and ``dp`` (exposed sends and data-parallel / ZeRO messages). They add up to ``step_s``
     (``cp`` messages, when any, are in ``other``)."""
-    m, n = e["micro_batches"], max(e["stage_layers"])
+    m = e["micro_batches"]
     last = len(e["stage_s"]) - 1
     per = {"gemm": 3.0 * (e["fwd_s"] - e["attention_s"]), "attention": 3.0 * e["attention_s"],
            "recompute": e["recompute_s"], "tp": e["tp_s"]}
@@ -255,7 +260,7 @@ def breakdown(e: dict) -> dict:
     n = e["stage_layers"][slow]
     out = {k: m * n * v for k, v in per.items()}
     out["head"] = m * e["head_s"] if slow == last else 0.0
-    out["bubble"] = e["pipeline_s"] - m * max(e["stage_s"])
+    out["bubble"] = _bubble_s(e)
     out["p2p"], out["dp"] = e["p2p_s"], e["dp_s"]
     out["other"] = e["step_s"] - sum(out.values())
     return out

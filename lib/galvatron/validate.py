@@ -27,7 +27,7 @@ from lib.cli_errors import OneLineParser, UserError
 
 from .search.cost import step_estimate
 from .search.layout import LayoutError
-from .search.practice_search import search_practice
+from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
 from .search.rules import ALL_PRESETS, get_rules
 
@@ -60,13 +60,14 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
     job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
     est = step_estimate(job, cfg, rules)
     if fill == "planner" and run.config.micro_batch is None:
-        local = run.global_batch // (cfg.dp * cfg.cp)
-        for mb in (2, 4, 8):
+        local = run.global_batch // cfg.dp          # sequences per replica, as the planner counts them
+        for mb in MICRO_BATCHES[1:]:
             if local % mb or local // mb < cfg.pp:
                 continue
-            e = step_estimate(job, replace(cfg, micro_batch=mb), rules)
+            c = replace(cfg, micro_batch=mb)
+            e = step_estimate(job, c, rules)
             if e["fits"] and e["tokens_per_s_per_gpu"] > est["tokens_per_s_per_gpu"]:
-                est, cfg = e, replace(cfg, micro_batch=mb)
+                est, cfg = e, c
     pub = run.measured.tokens_per_s_per_gpu
     return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
             "micro_batch": cfg.micro_batch}

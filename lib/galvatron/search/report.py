@@ -52,12 +52,6 @@ def glue_all(values: dict) -> None:
         glue(k, v)
 
 
-def and_list(xs) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    xs = [str(x) for x in xs]
-    return " and ".join(xs) if len(xs) < 3 else ", ".join(xs[:-1]) + " and " + xs[-1]
-
-
 def plans_text(n_strategies: int, n_layers: int) -> str:
     """The number of plans n^L in scientific notation with superscripts, e.g. ``22³² ≈ 9.0 × 10⁴²``."""
     sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
