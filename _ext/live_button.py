@@ -25,6 +25,7 @@ from docutils import nodes
 from docutils.parsers.rst import Directive
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
+from lib.widget_base import live_page  # noqa: E402
 from tools.live import pins  # noqa: E402
 
 #: The line every live run starts with: the book's wheel (served from the site) and numpy (Pyodide's CDN).
@@ -54,8 +55,7 @@ _SCRIPT = """<script>(function () {
 })();</script>"""
 
 
-def live_enabled() -> bool:
-    return os.environ.get("BOOK_LIVE", "") not in ("", "0")
+live_enabled = live_page  # BOOK_LIVE=1 (make book LIVE=1), read where the widgets' notes read it
 
 
 def note() -> str:
