@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from .published import load_runs, to_config, to_job
-from .search.cost import step_estimate
 from .search.efficiency import GPU_DIR
 from .search.practice_search import search_practice
 from .search.report import Table
 from .search.rules import MECHANISMS, PRACTICE, VLDB2023, get_rules
+from .validate import estimate_run, fit_efficiency, run_rules, with_efficiency
 
 CALIBRATION = Path(__file__).resolve().parents[2] / "data" / "published_runs" / "calibration.json"
 #: The three sources of the calibration set, by the prefix of a run's name (for labels).
@@ -96,12 +96,10 @@ class Ablation:
 
 
 def estimate(run, rules) -> dict | None:
-    """``step_estimate`` of the run's published configuration under ``rules``, or None where the rules cannot
-    price it (a ValueError, e.g. cp > 1 without context parallelism)."""
+    """The run's published configuration priced under ``rules`` as ``validate`` prices it (``estimate_run``),
+    or None where the rules cannot price it (a ValueError, e.g. cp > 1 without context parallelism)."""
     try:
-        from .validate import run_rules
-
-        return step_estimate(to_job(run), to_config(run), run_rules(run, rules))
+        return estimate_run(run, rules)
     except ValueError:
         return None
 
@@ -189,11 +187,8 @@ def picks(runs, names, rules=PRACTICE) -> dict:
         if n not in by:
             raise ValueError(f"picks: no run {n!r}; the runs are {sorted(by)}")
         run = by[n]
-        from .validate import run_rules
-
-        job, cfg, r_rules = to_job(run), to_config(run), run_rules(run, rules)      # the run's own stack
-        best, best_est, count = search_practice(job, r_rules)
-        out[n] = {"published": cfg, "pick": best, "est_published": step_estimate(job, cfg, r_rules),
+        best, best_est, count = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
+        out[n] = {"published": to_config(run), "pick": best, "est_published": estimate_run(run, rules),
                   "est_pick": best_est, "priced": count, "quoted": run.measured.tokens_per_s_per_gpu}
     return out
 
@@ -269,8 +264,6 @@ def breakdown(e: dict) -> dict:
 def breakdown_table(runs, rules=PRACTICE) -> Table:
     """For each run, its published configuration's step (estimated under ``rules`` as they apply to it)
     split by :func:`breakdown`, in shares of the step, with the error against the published figure."""
-    from .validate import estimate_run
-
     kinds = ("gemm", "attention", "recompute", "tp", "head", "bubble", "dp")
     rows = []
     for r in runs:
@@ -292,7 +285,6 @@ def fill_what_if(runs, held) -> dict:
     with 1, error with the planner's fill, micro-batch the planner filled)], "summary": {"cal"/"held":
     {"one"/"planner": (median, largest)}}}."""
     from .search.efficiency import load_gpu
-    from .validate import estimate_run, fit_efficiency, with_efficiency
 
     gpus = {}
     for g in sorted({r.cluster.gpu for r in runs}):
@@ -319,7 +311,6 @@ def fill_what_if_vp(w: dict, run, vp: int) -> dict:
     run's file keeps vp null. ``validate.estimate_run``'s dict (estimated). ValueError where the run states
     its vp or ``vp`` is not a positive int."""
     from .search.efficiency import load_gpu
-    from .validate import estimate_run, with_efficiency
 
     if run.config.vp is not None:
         raise ValueError(f"run {run.name!r}: field config.vp is stated ({run.config.vp}); the what-if "
