@@ -167,7 +167,7 @@ def _row_page_marks(row, yd_min: float) -> dict:
     return out
 
 
-def _five_ways_traces(row, run, failure: FailureModel, yd_min: float, grid) -> list:
+def _five_ways_traces(row, run, failure: FailureModel, grid) -> list:
     """One row's traces: the two weeks (x, y), where the time goes at every interval for the row's cluster
     (x2, y2) and the row's shares, step efficiency and goodput (x3, y3)."""
     top = [tr.update(xaxis="x", yaxis="y", legend="legend") for tr in day_traces(run, failure)]
@@ -191,11 +191,12 @@ def _five_ways_traces(row, run, failure: FailureModel, yd_min: float, grid) -> l
                        name="kept (this run)", marker=dict(color=PALETTE["accent"], size=10, symbol="x"))]
     labels = [lab for _, _, lab in BREAKDOWN]
     ax3 = dict(xaxis="x3", yaxis="y3", legend="legend3")
-    page = _row_page_marks(row, yd_min)
+    page = _row_page_marks(row, yd_row)   # the page's marks are at 16,384 GPUs without backups only
     low = [go.Bar(y=labels, x=[round(getattr(row, e), 5) for e, _, _ in BREAKDOWN], orientation="h", width=0.55,
                   name="exact expected", marker_color=PALETTE["light"], marker_line=dict(
                       color=PALETTE["primary"], width=1), **ax3),
-           go.Scatter(y=labels, x=[None if r is None else round(getattr(row, r), 5) for _, r, _ in BREAKDOWN], mode="markers", name="this run (simulated)",
+           go.Scatter(y=labels, x=[None if r is None else round(getattr(row, r), 5) for _, r, _ in BREAKDOWN],
+                      mode="markers", name="this run (simulated)",
                       marker=dict(color=PALETTE["accent"], size=11, symbol="x"), **ax3),
            go.Scatter(y=list(page), x=list(page.values()), mode="markers", name="the page (quoted)", **ax3,
                       marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=12, line_width=2))]
@@ -212,7 +213,6 @@ def five_ways_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
     page's quoted values only where they apply). Axes stay fixed across buttons. Returns (figure, comparison).
     """
     comparison, runs = five_ways(n_gpus, interval_min, backup_share, days, seed, step, failure, record=True)
-    yd = young_daly_min(failure.cluster_mtbf_min(n_gpus), failure.checkpoint_min)
     grid = np.geomspace(0.5, 960, 120)
     frames = []
     for row in comparison.rows:
@@ -221,7 +221,7 @@ def five_ways_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
                  f"{_count(run.failures, 'failure')}; {run.lost_share:.1%} thrown away (with restarts); "
                  f"{run.checkpoint_share:.1%} writing; {run.kept_share:.1%} kept x {row.step_efficiency:.1%} "
                  f"step efficiency = {row.goodput:.1%} goodput (this run)")
-        frames.append(Frame(label=row.name, data=_five_ways_traces(row, run, failure, yd, grid), title=title))
+        frames.append(Frame(label=row.name, data=_five_ways_traces(row, run, failure, grid), title=title))
     n_days = math.ceil(days)
     px = {"days": 40 + 24 * n_days, **_PANEL_PX}
     total = sum(px.values()) + 2 * _GAP_PX
