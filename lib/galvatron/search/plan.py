@@ -32,7 +32,10 @@ def _dec(x, name) -> tuple:
     truncated by ``int()``."""
     allowed = "a comma-separated string or a list of integers"
     if isinstance(x, str):
-        pieces = [v.strip() for v in x.split(",") if v.strip() != ""]
+        pieces = [v.strip() for v in x.split(",")]
+        empty = [i for i, v in enumerate(pieces) if v == ""]
+        if empty:  # as the runtime's reader says it: "2,,1" and "" are refused, not read as fewer layers
+            raise UserError(f"plan: {name}: entry {empty[0]} of {x!r} is empty; {name} must be {allowed}")
         bad = [v for v in pieces if not re.fullmatch(r"[+-]?[0-9]{1,12}", v)]
         if bad:
             raise UserError(f"plan: {name}: {bad[0]!r} is not an integer; {name} must be {allowed}")

@@ -172,3 +172,16 @@ def test_fuzzed_plans_are_read_alike_by_the_search_and_the_runtime(changes):
         assert list(sp.tp_sizes_enc) == [s.tp for s in rp.layers]
     if sp is not None:
         assert rp is not None, d
+
+
+@pytest.mark.parametrize("field, value", [("checkpoint", ""), ("tp_sizes_enc", "2,,1"), ("dp_types_enc", "0,1,")])
+def test_an_empty_entry_is_refused_by_both_readers(field, value):
+    """Hypothesis found ``checkpoint: ""`` read by the search as "no checkpointing" and refused by the runtime;
+    both now refuse an empty entry, in one line naming the field."""
+    from lib.galvatron.search.plan import Plan
+
+    d = dict(NATIVE, **{field: value})
+    for read in (lambda: load_plan(d, 2, "fuzz.json"), lambda: Plan.from_dict(d, 2)):
+        with pytest.raises(ValueError) as e:
+            read()
+        assert field in str(e.value) and "empty" in str(e.value) and "\n" not in str(e.value)
