@@ -3,6 +3,7 @@
 cost.step_estimate)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -11,7 +12,12 @@ from lib.galvatron.search import collectives as col
 from lib.galvatron.search import schedules as sch
 from lib.galvatron.search import zero as zr
 from lib.galvatron.search.analytic import SHAPES, TransformerShape, analytic_profile
-from lib.galvatron.search.cost import step_estimate
+from lib.galvatron.search.cost import (layer_memory_mb, layer_time_s, network_of, other_memory_mb,
+                                       step_estimate)
+from lib.galvatron.search.engine import evaluate_plan
+from lib.galvatron.search.plan import Plan
+from lib.galvatron.search.profiles import ClusterProfile
+from lib.galvatron.search.strategies import Strategy
 from lib.galvatron.search.efficiency import efficiency, load_gpu
 from lib.galvatron.search.layout import Job, ParallelConfig, stage_layers
 from lib.galvatron.search.precision import bytes_per_value
@@ -158,7 +164,7 @@ def test_presets_keep_every_mechanism_off():
     for r in (GALVATRON2, VLDB2023):
         assert not any(getattr(r, f) for f in MECHANISM_FIELDS)
     assert all(getattr(PRACTICE, f) for f in MECHANISM_FIELDS) and get_rules("practice") is PRACTICE
-    assert len(MECHANISMS) == 11
+    assert len(MECHANISMS) == 12
     # a stack's fields are off in every preset, practice included (set per run by validate.run_rules)
     assert not any(getattr(r, f) for r in (GALVATRON2, VLDB2023, PRACTICE) for f in STACK_FIELDS)
     with pytest.raises(ValueError, match="CostRules.fused_attention"):
@@ -177,8 +183,75 @@ def test_everything_off_gives_the_analytic_profile_numbers():
         assert e["fwd_s"] * 1e3 == pytest.approx(lp.fwd_ms_per_sample / t)
         assert e["activation_bytes_per_layer"] / 2**20 == pytest.approx(lp.act_mb_per_sample[t])
     e = step_estimate(j, ParallelConfig(tp=1, dp=8), none)
-    assert bytes_per_value(False).states * sh.layer_params() / 2**20 == pytest.approx(4 * lp.param_mb)
     assert e["schedule"] == "gpipe" and e["efficiency"] == 0.7
+    # the model states inside the estimate: the peak less the local batch's activations and the "other"
+    # memory, against analytic.py's 4 x param_mb per layer
+    acts = sh.n_layers * e["micro_batches"] * e["activation_bytes_per_layer"]
+    other = other_memory_mb(model, Strategy.from_shape(1, 1, 8), 8) * 2**20
+    assert (e["peak_bytes"] - acts - other) / 2**20 == pytest.approx(sh.n_layers * 4 * lp.param_mb, rel=1e-12)
+
+
+def layerwise(j, cfg, rules):
+    """The layer-wise model's (step seconds, peak bytes) of a uniform layout of ``j``: ``layer_time_s`` and
+    ``layer_memory_mb`` over every layer plus ``other_memory_mb``, for the profile the job implies
+    (analytic.py's layer at flat efficiency 0.7 on the job's GPU; ms per MB = 1 / the achievable bandwidth of
+    NVLink inside a node, of the port across nodes)."""
+    sh, n, gpn = j.shape, j.n_gpus, j.gpus_per_node
+    model, _ = analytic_profile(sh, "8xH100-nvlink", dtype="bf16")
+    lp = replace(model.layer_types[0],
+                 fwd_ms_per_sample=sh.layer_fwd_flops_per_sample() / (j.gpu.flops("bf16") * 0.7) * 1e3)
+    model = replace(model, layer_types=(lp,))
+    net = network_of(j, off(*MECHANISM_FIELDS))
+    intra, inter = 2**20 / net.nvlink_bw * 1e3, 2**20 / net.port_bw * 1e3
+    cluster = ClusterProfile(
+        name="job", n_gpus=n, gpus_per_node=gpn, overlap_coe=1.3, time_inflation=1.0,
+        intra_node_ms_per_mb={f"{g}_{c}": intra for g in (2, 4, 8) for c in (0, 1)},
+        inter_node_ms_per_mb=inter, p2p_ms_per_mb=intra if n // cfg.pp < gpn else inter)
+    s = Strategy.from_shape(cfg.pp, cfg.tp, cfg.dp, sdp=cfg.zero == 3, ckpt=cfg.recompute == "full")
+    chunks = j.global_batch // (cfg.dp * cfg.micro_batch) if cfg.pp > 1 else 1
+    B, L = j.global_batch, sh.n_layers
+    step = L * layer_time_s(lp, s, B, cluster, chunks, 0.0, rules)
+    peak_mb = L // cfg.pp * layer_memory_mb(lp, s, B, rules) + other_memory_mb(model, s, B)
+    plan = Plan.from_strategies([s] * L, B, chunks, pp_division=(L // cfg.pp,) * cfg.pp)
+    if rules.chunks == "galvatron2":    # the engine's own evaluation of the plan (memory in whole MB)
+        ev = evaluate_plan(plan, model, cluster, rules)
+        assert ev["iter_s"] == pytest.approx(step, rel=1e-12)
+        assert 0 <= ev["mem_mb"] - peak_mb <= L // cfg.pp
+    return step, peak_mb * 2**20
+
+
+LAYOUTS = [dict(tp=tp, pp=pp, recompute=rc, zero=z)
+           for tp in (1, 2, 4) for pp in (1, 2, 4) for rc in ("none", "full") for z in (0, 3)]
+
+
+@pytest.mark.parametrize("preset", [GALVATRON2, VLDB2023], ids=lambda r: r.name)
+@pytest.mark.parametrize("n, B", [(8, 16), (16, 64)])
+def test_everything_off_matches_the_layerwise_model(preset, n, B):
+    """Every switch off: the step and the fullest stage's memory of a uniform layout are the layer-wise
+    model's under either preset (its leftover_dp, p2p, sdp_* fields), on one node and on two."""
+    sh = SHAPES["llama-7b"]
+    j = job(sh, n=n, B=B)
+    rules = preset.with_(name=f"{preset.name} estimated")
+    worst = 0.0
+    for lay in LAYOUTS:
+        dp = n // (lay["tp"] * lay["pp"])
+        if dp < 1:
+            continue
+        cfg = ParallelConfig(dp=dp, micro_batch=2 if B // dp >= 4 else 1, **lay)
+        e = step_estimate(j, cfg, rules)
+        step, peak = layerwise(j, cfg, preset)
+        assert e["step_s"] == pytest.approx(step, rel=1e-9), (lay, e["step_s"] / step - 1)
+        assert e["peak_bytes"] == pytest.approx(peak, rel=1e-9), (lay, e["peak_bytes"] / peak - 1)
+        worst = max(worst, abs(e["step_s"] / step - 1), abs(e["peak_bytes"] / peak - 1))
+    assert worst < 1e-9
+
+
+def test_the_presets_differ_where_the_layerwise_model_does():
+    """vldb2023 has no P2P term and pays a pipelined pure-DP stage's leftover all-reduce once."""
+    j = job(SHAPES["llama-7b"], n=16, B=8)
+    cfg = ParallelConfig(tp=1, pp=2, dp=8, micro_batch=1)
+    g2, v = step_estimate(j, cfg, GALVATRON2), step_estimate(j, cfg, VLDB2023)
+    assert g2["p2p_s"] > 0 and v["p2p_s"] == 0 and v["dp_s"] < g2["dp_s"]
 
 
 CFG = ParallelConfig(tp=4, pp=4, dp=4, vp=2, micro_batch=1, sequence_parallel=True, zero=1, recompute="selective")
@@ -307,13 +380,15 @@ def test_mixed_precision_off_is_sixteen_bytes_per_parameter_again():
 
 
 def test_pipeline_schedules_off_is_the_per_layer_send_again():
-    """The previous P2P rule: a send of the whole boundary activation per layer, x pp, every micro-batch,
-    never overlapped (here every stage boundary crosses nodes: the port)."""
+    """The layer-wise P2P rule: 2 sends of the whole boundary activation per layer, x pp, every
+    micro-batch, never overlapped, / 24 (the dummy model's layers; here every stage boundary crosses nodes:
+    the port); none under p2p="none" (vldb2023)."""
     j = job()
     cfg = ParallelConfig(tp=8, pp=4, dp=2, micro_batch=1)
     e = step_estimate(j, cfg, off("pipeline_schedules"))
     send = GPT.seq_len * GPT.hidden * 2 / (50e9 * H100.link_efficiency) + H100.port_latency_s
-    assert e["p2p_s"] == pytest.approx(4 * 2 * max(e["stage_layers"]) * e["micro_batches"] * send)
+    assert e["p2p_s"] == pytest.approx(4 * 2 * 40 * e["micro_batches"] * send / 24)
+    assert step_estimate(j, cfg, off("pipeline_schedules").with_(p2p="none"))["p2p_s"] == 0.0
     on = step_estimate(j, cfg, PRACTICE)
     ag = col.ring_s("all-gather", GPT.seq_len * GPT.hidden * 2, 8, H100.nvlink_bw * H100.link_efficiency,
                     H100.nvlink_latency_s)
