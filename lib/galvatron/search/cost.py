@@ -263,10 +263,10 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
-def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
-    """Seconds the data-parallel / ZeRO collectives of one stage add to a step: with ``overlap`` (ZeRO stages'
-    switch) the once-a-step ones hide under one micro-batch's forward or backward and the per-micro-batch
-    ones under each; without, the previous rule: the whole backward overlaps them at kappa = 1.3."""
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier) -> float:
+    """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
+    once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), the
+    per-micro-batch ones under each of the ``m``. Without ZeRO stages: ``_dp_exposed_layerwise``."""
     if d == 1:
         return 0.0
     t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
@@ -274,13 +274,9 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
         t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
     for kind, nbytes, phase in colls["per_micro_batch"]:
         t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
-    if overlap:
-        windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
-        return (sum(max(0.0, t_step[p] - w) for p, w in windows)
-                + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
-    total_bwd = m * mb_bwd
-    c = t_step["bwd"] + m * t_mb["bwd"]
-    return float(overlap_ms(c, total_bwd, OVERLAP_COE)) - total_bwd + t_step["fwd"] + m * t_mb["fwd"]
+    windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
+    return (sum(max(0.0, t_step[p] - w) for p, w in windows)
+            + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
 
 
 def _dp_exposed_layerwise(allreduce_s: float, bwd_s: float, dp: int, tp: int, pp: int, sdp: bool,
@@ -419,7 +415,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             continue
         if rules.zero_stages:
             dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
-                                    layers[i] * (bwd + recomp), m, d, tp, net, hier, True)
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier)
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

@@ -61,7 +61,8 @@ size as a search dimension (``micro_batch_search``) and the attention kernel's o
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs); it is off in every preset and set per run by
 ``validate.run_rules`` where the run's source states it. They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
-(``ALL_PRESETS``).
+(``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
+memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
 
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
 
