@@ -1,4 +1,4 @@
-"""What the chapter "From the paper to practice" computes: the ablation of the eleven mechanisms of
+"""What the chapter "From the paper to practice" computes: the ablation of the twelve mechanisms of
 ``practice`` on published runs, fitted and held-out runs apart, the step split by kind (:func:`breakdown`),
 the unstated micro-batch's what-if (:func:`fill_what_if`) and the planner's pick against the published
 configuration.

@@ -39,11 +39,11 @@ def test_must_hold_on_the_calibration_set(runs):
 
 
 def test_the_previous_rules_miss_by_far_more(runs):
-    """The issue's finding, kept as a check: under galvatron2's choices the same configurations are off by
-    much more (or do not fit)."""
+    """The issue's finding, kept as a check: under galvatron2's choices (the layer-wise model's numbers) the
+    same configurations are off by much more, and most do not fit."""
     est = [estimate_run(r, "galvatron2") for r in runs if r.config.cp in (None, 1)]
     errs = np.abs([e["error"] for e in est])
-    assert np.median(errs) > 0.4 and sum(not e["fits"] for e in est) >= 10
+    assert np.median(errs) > 0.3 and sum(not e["fits"] for e in est) >= 15
 
 
 def _cli(argv, capsys):
@@ -212,7 +212,8 @@ def test_ablation_from_the_paper_rules_to_practice(runs):
     first, last = rows[0], rows[-1]
     assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
     assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
-    assert first["median_abs_error"] > 0.4 and last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
+    assert first["median_abs_error"] > 0.15 and first["fits"] <= len(runs) // 4
+    assert last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
 
 
 def test_a_cost_model_error_that_is_not_the_runs_config_is_a_bug_with_its_traceback(monkeypatch, capsys):

@@ -212,22 +212,35 @@ def cost_tables(model: ModelProfile, strategies: list, global_bsz: float, cluste
 # composing one module per family of mechanisms: precision.py (bytes), activations.py (memory, attention),
 # schedules.py (pipeline), zero.py (data-parallel states and collectives), collectives.py (the network),
 # efficiency.py (compute speed) and layout.py (stages). Each switch of ``rules`` that is off leaves its term
-# as the previous model had it. Units: bytes, FLOPs, seconds.
+# as the layer-wise model above has it: with every switch off, a uniform layout (every layer the same tp,
+# dp or SDP, pp and checkpointing) costs what ``layer_time_s`` and ``layer_memory_mb`` summed over its layers
+# (plus ``other_memory_mb``) give under ``galvatron2`` or ``vldb2023``, for the profile the job implies: flat
+# efficiency 0.7, ms per MB = 1 / achievable bandwidth, kappa 1.3, 1 GiB context, no latency
+# (tests/galvatron/search/test_practice_mechanisms.py). The presets' search-time fields (chunks,
+# stage_budgets, division_input, mem_bins_max) do not apply: a layout states its micro-batches, and a
+# uniform model's stages are even. Analytic layers are not ``decoder`` layers, so decoder_pp_overlap does
+# not apply either. Units: bytes, FLOPs, seconds.
 # ------------------------------------------------------------------------------------------------------------
 
 #: Memory no model term accounts for: the CUDA context (about 0.5 GB) and NCCL's buffers (an assumption,
-#: not a measured figure; the allocator's fragmentation is not counted).
+#: not a measured figure; the allocator's fragmentation is not counted). The paper's ``context_mb`` is the
+#: same 1 GiB (analytic.py's default).
 RESERVE_BYTES = 2**30
+#: The layer-wise model's slowdown of a backward and an all-reduce that overlap (analytic.py's default).
+OVERLAP_COE = 1.3
 
 
 def network_of(job, rules: CostRules | None = None):
     """The job's ``collectives.Network``: achievable NVLink and port bandwidth of its GPU type."""
     rules = get_rules(rules)
     g = job.gpu
+    # without the hierarchical network, bandwidth only: the layer-wise model's ms per MB has no latency
+    lat = rules.hierarchical_network
     return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
-                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency, nvlink_latency=g.nvlink_latency_s,
-                       port_latency=g.port_latency_s, oversubscription=rules.oversubscription,
-                       pod_nodes=rules.pod_nodes)
+                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency,
+                       nvlink_latency=g.nvlink_latency_s if lat else 0.0,
+                       port_latency=g.port_latency_s if lat else 0.0,
+                       oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
 
 
 def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
@@ -250,10 +263,10 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
-def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
-    """Seconds the data-parallel / ZeRO collectives of one stage add to a step: with ``overlap`` (ZeRO stages'
-    switch) the once-a-step ones hide under one micro-batch's forward or backward and the per-micro-batch
-    ones under each; without, the previous rule: the whole backward overlaps them at kappa = 1.3."""
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier) -> float:
+    """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
+    once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), the
+    per-micro-batch ones under each of the ``m``. Without ZeRO stages: ``_dp_exposed_layerwise``."""
     if d == 1:
         return 0.0
     t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
@@ -261,13 +274,30 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, overlap) -> float:
         t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
     for kind, nbytes, phase in colls["per_micro_batch"]:
         t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
-    if overlap:
-        windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
-        return (sum(max(0.0, t_step[p] - w) for p, w in windows)
-                + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
-    total_bwd = m * mb_bwd
-    c = t_step["bwd"] + m * t_mb["bwd"]
-    return float(overlap_ms(c, total_bwd, 1.3)) - total_bwd + t_step["fwd"] + m * t_mb["fwd"]
+    windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
+    return (sum(max(0.0, t_step[p] - w) for p, w in windows)
+            + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
+
+
+def _dp_exposed_layerwise(allreduce_s: float, bwd_s: float, dp: int, tp: int, pp: int, sdp: bool,
+                          chunks: int, rules: CostRules) -> float:
+    """Seconds one stage's data-parallel all-reduce (``allreduce_s``, once a step) adds to a step under the
+    layer-wise rule of ``layer_time_terms``, for a stage whose backward (recompute included, all
+    micro-batches) takes ``bwd_s``: it overlaps the share ``frac`` of the backward (1; with TP, 1/2 at
+    dp = 2: analytic layers are not decoder layers) at kappa 1.3; under ``leftover_dp="once"`` a pipelined
+    pure-DP stage pays its leftover all-reduce / pp; SDP adds ``sdp_gather_factor`` x the all-reduce (per
+    micro-batch with ``sdp_gather_per_chunk``). Used when ZeRO stages are off."""
+    if dp == 1:
+        return 0.0
+    frac = 0.5 if tp > 1 and dp == 2 else 1.0
+    hidden = frac * bwd_s
+    ov = float(overlap_ms(allreduce_s, hidden, OVERLAP_COE))
+    if pp > 1 and tp == 1 and rules.leftover_dp == "once" and not sdp and allreduce_s > bwd_s:
+        ov = OVERLAP_COE * bwd_s + (allreduce_s - bwd_s) / pp
+    gather = 0.0
+    if sdp:
+        gather = rules.sdp_gather_factor * allreduce_s * (chunks if rules.sdp_gather_per_chunk else 1)
+    return ov - hidden + gather
 
 
 def model_flops_per_token(sh) -> float:
@@ -318,15 +348,17 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
     # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
     # ones overlap the weight-gradient matmuls (half the backward: one forward's time), as Megatron-LM's
-    # sequence-parallel linear layers do (Korthikanti et al. 2022)
+    # sequence-parallel linear layers do (Korthikanti et al. 2022). Without selective recompute, full
+    # recompute is the paper's CKPT: its forward's compute only
+    full_rc = recompute == "full" and rules.selective_recompute
     tp_one = col.group_s("all-reduce", tokens * h * by.activation, tp, 1, net, hier)
-    tp_fwd = (2 + (2 if recompute == "full" else 0)) * tp_one
+    tp_fwd = (2 + (2 if full_rc else 0)) * tp_one
     tp_bwd = max(0.0, 2 * tp_one - fwd) if sp else 2 * tp_one
     if rules.tp_comm_overlap and sp:
         # Megatron-core's --tp-comm-overlap splits each all-gather / reduce-scatter into chunks pipelined
         # with the GEMM that consumes or produces it: only what outlasts the layer's GEMMs stays exposed
         gemm_fwd = fwd - attn_fwd
-        tp_fwd = max(0.0, tp_fwd - gemm_fwd - (gemm_fwd if recompute == "full" else 0.0))
+        tp_fwd = max(0.0, tp_fwd - gemm_fwd - (gemm_fwd if full_rc else 0.0))
         tp_bwd = max(0.0, 2 * tp_one - 2.0 * gemm_fwd)
     tp_s = tp_fwd + tp_bwd
     # context parallelism: ring attention's K/V passes, hidden under the attention compute where they can be;
@@ -337,7 +369,9 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         hop = col.group_s("send", ring["fwd"] / ring["steps"], cp, tp, net, hier)
         cp_s = max(0.0, ring["steps"] * hop - attn_fwd) + max(0.0, 2 * ring["steps"] * hop - 2 * attn_fwd)
     layer_s = fwd + bwd + recomp + tp_s + cp_s
-    head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate        # output head forward + backward
+    head_s = 0.0
+    if rules.embedding_and_head:
+        head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate    # output head forward + backward
     stage_s = [n * layer_s + (head_s if i == pp - 1 else 0.0) for i, n in enumerate(layers)]
 
     # pipeline: where every stage's chunks are alike, the even formula; else each chunk priced, the head
@@ -359,22 +393,37 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             send_s += col.group_s("all-gather", boundary, tp, 1, net, hier)
         p2p_s = sch.exposed_p2p_s(schedule, pp, m_eff, send_s, vp)
     else:
-        send_s = col.group_s("send", boundary, 2, stride, net, hier) if pp > 1 else 0.0
-        p2p_s = 0.0 if pp == 1 else pp * 2 * max(layers) * m_eff * send_s      # per layer, x pp, exposed
+        # the layer-wise term (layer_time_terms): the preset's ms per MB for this pp if it gives one
+        coe = dict(rules.p2p_ms_per_mb_by_pp).get(pp)
+        if coe is not None:
+            send_s = boundary / 2**20 * coe * 1e-3
+        else:
+            send_s = col.group_s("send", boundary, 2, stride, net, hier) if pp > 1 else 0.0
+        p2p_s = 0.0 if rules.p2p == "none" else sch.layerwise_p2p_s(pp, sum(layers), m_eff, send_s)
 
     # data parallelism and ZeRO over the dp x cp ranks that hold the same weights
     d = dp * cp
     layer_params = sh.layer_params() / tp
-    emb_params = sh.vocab * h / tp                                  # vocabulary-parallel embedding / head
+    # vocabulary-parallel embedding / head; without their switch, the paper's "other" memory holds them
+    emb_params = sh.vocab * h / tp if rules.embedding_and_head else 0.0
     stage_params = [n * layer_params + (emb_params if i == 0 else 0.0) + (emb_params if i == pp - 1 else 0.0)
                     for i, n in enumerate(layers)]
     dp_s = {}
     for i, P in enumerate(stage_params):
         key = (layers[i], i == 0, i == pp - 1)
-        if key not in dp_s:
+        if key in dp_s:
+            continue
+        if rules.zero_stages:
             dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
-                                    layers[i] * (bwd + recomp), m, d, tp, net, hier, rules.zero_stages)
-    dp_exposed = max(dp_s.values())
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier)
+        else:
+            ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
+            dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,
+                                              m if pp > 1 else 1, rules)
+    if rules.zero_stages:
+        dp_exposed = max(dp_s.values())
+    else:   # the layer-wise model adds every layer's exposed all-reduce: every stage's
+        dp_exposed = sum(dp_s[(n, i == 0, i == pp - 1)] for i, n in enumerate(layers))
     step = pipe_s + p2p_s + dp_exposed
 
     # memory of every stage
@@ -383,7 +432,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
                                          act_bytes=by.activation, kv_hidden=sh.kv_hidden,
                                          dropout=job.dropout)
     a_work = 0.0
-    if recompute != "none":
+    if recompute != "none" and rules.selective_recompute:
         # backward re-creates what the recompute dropped, one layer at a time: under full recompute the
         # whole layer's activations; under selective recompute only the attention scores it did not keep
         # (Korthikanti et al. 2022, section 5: none of them with fused attention, whose kernel recomputes
@@ -395,19 +444,29 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if recompute == "selective":
             a_work -= a_layer
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
-    logits = tokens * sh.vocab / tp * 4.0                            # fp32 logits of one micro-batch
+    if zero == 3 and not rules.zero_stages and d > 1:
+        per_param = by.states * (1.0 / d + rules.sdp_mem_bias)        # the paper's SDP (none at d = 1)
+    if rules.embedding_and_head:
+        last_extra = tokens * sh.vocab / tp * 4.0                    # fp32 logits of one micro-batch
+        every_extra = RESERVE_BYTES
+    else:
+        # the paper's "other" memory (other_memory_mb, analytic.py) on every stage: whole embedding, head
+        # and position embedding, fp32 logits and their gradient of the pipeline's local batch, context
+        last_extra = 0.0
+        every_extra = (by.states * (2 * sh.vocab * h + s * h)
+                       + 2 * s * sh.vocab * 4.0 * job.global_batch / (tp * dp * cp) + RESERVE_BYTES)
     peaks = []
     for i, P in enumerate(stage_params):
         if rules.pipeline_schedules or rules.micro_batch_search:
             flight = sch.in_flight(schedule, pp, m_eff, i, vp) if pp > 1 or rules.pipeline_schedules else 1.0
         else:
             flight = float(m_eff)                                    # GPipe keeps the whole local batch
-        gathered = 2 * layer_params * by.param if zero == 3 else 0.0
+        gathered = 2 * layer_params * by.param if zero == 3 and rules.zero_stages else 0.0
         held = flight * layers[i]
         if pp > 1 and uneven and len(set(chunks[i])) > 1:  # uneven chunks: the layers of the chunks in flight
             held = sch.layers_in_flight(schedule, chunks[i], pp, m_eff, i)
         peaks.append(P * per_param + held * a_layer + a_work + gathered
-                     + (logits if i == pp - 1 else 0.0) + RESERVE_BYTES)
+                     + (last_extra if i == pp - 1 else 0.0) + every_extra)
     peak = max(peaks)
     tok = job.global_batch * s / step / job.n_gpus
     return {"step_s": step, "tokens_per_s_per_gpu": tok, "tflops_per_gpu": tok * model_flops_per_token(sh) / 1e12,

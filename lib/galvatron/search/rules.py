@@ -49,7 +49,8 @@ The departures, field by field (``galvatron2`` value -> ``vldb2023`` value):
 
 A third preset, ``PRACTICE`` (``"practice"``), adds the mechanisms of today's training systems, each a named
 switch (``MECHANISMS``, in the order an ablation turns them on), all off in ``galvatron2`` and ``vldb2023``
-so that both stay what they were: mixed precision (``mixed_precision``, ``grad_reduce_bytes``), fused
+so that both stay what they were: the embedding and output head priced where they live
+(``embedding_and_head``), mixed precision (``mixed_precision``, ``grad_reduce_bytes``), fused
 attention (``fused_attention``), 1F1B and interleaved pipeline schedules (``pipeline_schedules``), ZeRO
 stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism and selective recompute
 (``sequence_parallel``, ``selective_recompute``), context parallelism (``context_parallel``), a
@@ -60,7 +61,8 @@ size as a search dimension (``micro_batch_search``) and the attention kernel's o
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs); it is off in every preset and set per run by
 ``validate.run_rules`` where the run's source states it. They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
-(``ALL_PRESETS``).
+(``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
+memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
 
 A bad value raises ``ValueError`` naming the field. ``get_rules("vldb2023")`` returns a preset by name.
 
@@ -119,6 +121,7 @@ class CostRules:
     shape_efficiency: bool = False
     micro_batch_search: bool = False
     attention_efficiency: bool = False
+    embedding_and_head: bool = False
     tp_comm_overlap: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
@@ -225,26 +228,35 @@ class CostRules:
         return max(1, math.ceil(budget_mb / self.mem_bins_max))
 
 
-#: The eleven mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
+#: The twelve mechanisms of practice, in the order the ablation switches them on: (name, CostRules fields it
 #: switches, what it changes). Switched off, each leaves its term as the previous model had it.
 MECHANISMS = (
+    ("embedding and head", ("embedding_and_head",),
+     "the embedding and output head priced where they live: the head's matmuls on the last stage, their "
+     "parameters in the first and last stages' model states and gradient traffic, fp32 logits of one "
+     "micro-batch on the last stage, a 1 GiB reserve on every GPU (cost.py); off: the paper's \"other\" "
+     "memory on every stage (whole embeddings, fp32 logits of the local batch, a 1 GiB context) and no "
+     "time"),
     ("mixed precision", ("mixed_precision",),
      "16-bit weights, activations and messages; fp32 master weights and Adam states (precision.py)"),
     ("fused attention", ("fused_attention",),
      "no s x s scores kept for backward; a causal kernel skips the masked half (activations.py)"),
     ("pipeline schedules", ("pipeline_schedules",),
      "1F1B and interleaved 1F1B: their bubble, micro-batches in flight, sends once per micro-batch "
-     "(schedules.py); off: GPipe, every micro-batch held, a send per layer x pp"),
+     "(schedules.py); off: GPipe, every micro-batch held, the layer-wise model's sends (per layer x pp, "
+     "/ 24; none under p2p='none')"),
     ("ZeRO stages", ("zero_stages",),
      "ZeRO-1/2/3 memory and reduce-scatter / all-gather, overlapped with compute (zero.py); off: plain DP "
-     "or ZeRO-3 (SDP) only"),
+     "or ZeRO-3 as the paper's SDP, the all-reduce overlapping the layer-wise share of the backward at "
+     "kappa 1.3 in every stage (leftover_dp, sdp_gather_factor, sdp_mem_bias)"),
     ("sequence parallelism and selective recompute", ("sequence_parallel", "selective_recompute"),
      "activations of the TP-replicated parts split over TP; attention recomputed instead of kept "
-     "(activations.py); off: recompute is all or nothing"),
+     "(activations.py); off: recompute is all or nothing, as the paper's CKPT (one more forward, no TP "
+     "messages or working memory for it)"),
     ("context parallelism", ("context_parallel",), "ring attention over cp ranks (activations.py)"),
     ("hierarchical network", ("hierarchical_network",),
-     "NVLink inside a node, each GPU's port between nodes, hierarchical rings (collectives.py); off: one "
-     "flat ring at the slowest hop"),
+     "NVLink inside a node, each GPU's port between nodes, hierarchical rings, link latency "
+     "(collectives.py); off: one flat ring at the slowest hop, bandwidth only (the paper's ms per MB)"),
     ("any degrees and uneven stages", ("any_degrees",),
      "degrees that are not powers of two; lighter first and last stages (layout.py)"),
     ("shape-dependent efficiency", ("shape_efficiency",),

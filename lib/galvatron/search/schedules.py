@@ -116,6 +116,12 @@ def exposed_p2p_s(schedule: str, pp: int, m: int, send_s: float, vp: int = 1, ov
     return 2 * (m + pp - 1) * send_s * vp
 
 
-def legacy_p2p_s(pp: int, n_layers: int, msg_bytes: float, bw: float) -> float:
-    """The previous rule, for comparison: a send per layer, times pp, never overlapped (``cost.py``)."""
-    return 0.0 if pp == 1 else pp * 2 * n_layers * msg_bytes / bw
+#: The layer-wise model (``cost.layer_time_terms``) divides every term by the 24 layers of its dummy model;
+#: its P2P message is not multiplied by them, so each layer pays 1/24 of its sends.
+LAYERWISE_P2P_DIVISOR = 24
+
+
+def layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
+    """The layer-wise model's pipeline sends, without pipeline schedules: per layer of ``n_layers`` and
+    micro-batch of ``m``, 2 sends of ``send_s`` x pp, never overlapped, / ``LAYERWISE_P2P_DIVISOR``."""
+    return 0.0 if pp == 1 else pp * 2 * n_layers * m * send_s / LAYERWISE_P2P_DIVISOR

@@ -3,6 +3,7 @@
 cost.step_estimate)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -11,12 +12,17 @@ from lib.galvatron.search import collectives as col
 from lib.galvatron.search import schedules as sch
 from lib.galvatron.search import zero as zr
 from lib.galvatron.search.analytic import SHAPES, TransformerShape, analytic_profile
-from lib.galvatron.search.cost import step_estimate
+from lib.galvatron.search.cost import (_dp_exposed, _dp_exposed_layerwise, layer_memory_mb, layer_time_s,
+                                       network_of, other_memory_mb, step_estimate)
 from lib.galvatron.search.efficiency import efficiency, load_gpu
+from lib.galvatron.search.engine import evaluate_plan
 from lib.galvatron.search.layout import Job, ParallelConfig, stage_layers
+from lib.galvatron.search.plan import Plan
 from lib.galvatron.search.precision import bytes_per_value
+from lib.galvatron.search.profiles import ClusterProfile
 from lib.galvatron.search.rules import (GALVATRON2, MECHANISM_FIELDS, MECHANISMS, PRACTICE, STACK_FIELDS,
                                         VLDB2023, get_rules)
+from lib.galvatron.search.strategies import Strategy
 
 H100 = load_gpu("h100-sxm-80gb")
 A100 = load_gpu("a100-sxm-80gb")
@@ -158,7 +164,7 @@ def test_presets_keep_every_mechanism_off():
     for r in (GALVATRON2, VLDB2023):
         assert not any(getattr(r, f) for f in MECHANISM_FIELDS)
     assert all(getattr(PRACTICE, f) for f in MECHANISM_FIELDS) and get_rules("practice") is PRACTICE
-    assert len(MECHANISMS) == 11
+    assert len(MECHANISMS) == 12
     # a stack's fields are off in every preset, practice included (set per run by validate.run_rules)
     assert not any(getattr(r, f) for r in (GALVATRON2, VLDB2023, PRACTICE) for f in STACK_FIELDS)
     with pytest.raises(ValueError, match="CostRules.fused_attention"):
@@ -177,8 +183,75 @@ def test_everything_off_gives_the_analytic_profile_numbers():
         assert e["fwd_s"] * 1e3 == pytest.approx(lp.fwd_ms_per_sample / t)
         assert e["activation_bytes_per_layer"] / 2**20 == pytest.approx(lp.act_mb_per_sample[t])
     e = step_estimate(j, ParallelConfig(tp=1, dp=8), none)
-    assert bytes_per_value(False).states * sh.layer_params() / 2**20 == pytest.approx(4 * lp.param_mb)
     assert e["schedule"] == "gpipe" and e["efficiency"] == 0.7
+    # the model states inside the estimate: the peak less the local batch's activations and the "other"
+    # memory, against analytic.py's 4 x param_mb per layer
+    acts = sh.n_layers * e["micro_batches"] * e["activation_bytes_per_layer"]
+    other = other_memory_mb(model, Strategy.from_shape(1, 1, 8), 8) * 2**20
+    assert (e["peak_bytes"] - acts - other) / 2**20 == pytest.approx(sh.n_layers * 4 * lp.param_mb, rel=1e-12)
+
+
+def layerwise(j, cfg, rules):
+    """The layer-wise model's (step seconds, peak bytes) of a uniform layout of ``j``: ``layer_time_s`` and
+    ``layer_memory_mb`` over every layer plus ``other_memory_mb``, for the profile the job implies
+    (analytic.py's layer at flat efficiency 0.7 on the job's GPU; ms per MB = 1 / the achievable bandwidth of
+    NVLink inside a node, of the port across nodes)."""
+    sh, n, gpn = j.shape, j.n_gpus, j.gpus_per_node
+    model, _ = analytic_profile(sh, "8xH100-nvlink", dtype="bf16")
+    lp = replace(model.layer_types[0],
+                 fwd_ms_per_sample=sh.layer_fwd_flops_per_sample() / (j.gpu.flops("bf16") * 0.7) * 1e3)
+    model = replace(model, layer_types=(lp,))
+    net = network_of(j, off(*MECHANISM_FIELDS))
+    intra, inter = 2**20 / net.nvlink_bw * 1e3, 2**20 / net.port_bw * 1e3
+    cluster = ClusterProfile(
+        name="job", n_gpus=n, gpus_per_node=gpn, overlap_coe=1.3, time_inflation=1.0,
+        intra_node_ms_per_mb={f"{g}_{c}": intra for g in (2, 4, 8) for c in (0, 1)},
+        inter_node_ms_per_mb=inter, p2p_ms_per_mb=intra if n // cfg.pp < gpn else inter)
+    s = Strategy.from_shape(cfg.pp, cfg.tp, cfg.dp, sdp=cfg.zero == 3, ckpt=cfg.recompute == "full")
+    chunks = j.global_batch // (cfg.dp * cfg.micro_batch) if cfg.pp > 1 else 1
+    B, L = j.global_batch, sh.n_layers
+    step = L * layer_time_s(lp, s, B, cluster, chunks, 0.0, rules)
+    peak_mb = L // cfg.pp * layer_memory_mb(lp, s, B, rules) + other_memory_mb(model, s, B)
+    plan = Plan.from_strategies([s] * L, B, chunks, pp_division=(L // cfg.pp,) * cfg.pp)
+    if rules.chunks == "galvatron2":    # the engine's own evaluation of the plan (memory in whole MB)
+        ev = evaluate_plan(plan, model, cluster, rules)
+        assert ev["iter_s"] == pytest.approx(step, rel=1e-12)
+        assert 0 <= ev["mem_mb"] - peak_mb <= L // cfg.pp
+    return step, peak_mb * 2**20
+
+
+LAYOUTS = [dict(tp=tp, pp=pp, recompute=rc, zero=z)
+           for tp in (1, 2, 4) for pp in (1, 2, 4) for rc in ("none", "full") for z in (0, 3)]
+
+
+@pytest.mark.parametrize("preset", [GALVATRON2, VLDB2023], ids=lambda r: r.name)
+@pytest.mark.parametrize("n, B", [(8, 16), (16, 64)])
+def test_everything_off_matches_the_layerwise_model(preset, n, B):
+    """Every switch off: the step and the fullest stage's memory of a uniform layout are the layer-wise
+    model's under either preset (its leftover_dp, p2p, sdp_* fields), on one node and on two."""
+    sh = SHAPES["llama-7b"]
+    j = job(sh, n=n, B=B)
+    rules = preset.with_(name=f"{preset.name} estimated")
+    worst = 0.0
+    for lay in LAYOUTS:
+        dp = n // (lay["tp"] * lay["pp"])
+        if dp < 1:
+            continue
+        cfg = ParallelConfig(dp=dp, micro_batch=2 if B // dp >= 4 else 1, **lay)
+        e = step_estimate(j, cfg, rules)
+        step, peak = layerwise(j, cfg, preset)
+        assert e["step_s"] == pytest.approx(step, rel=1e-9), (lay, e["step_s"] / step - 1)
+        assert e["peak_bytes"] == pytest.approx(peak, rel=1e-9), (lay, e["peak_bytes"] / peak - 1)
+        worst = max(worst, abs(e["step_s"] / step - 1), abs(e["peak_bytes"] / peak - 1))
+    assert worst < 1e-9
+
+
+def test_the_presets_differ_where_the_layerwise_model_does():
+    """vldb2023 has no P2P term and pays a pipelined pure-DP stage's leftover all-reduce once."""
+    j = job(SHAPES["llama-7b"], n=16, B=8)
+    cfg = ParallelConfig(tp=1, pp=2, dp=8, micro_batch=1)
+    g2, v = step_estimate(j, cfg, GALVATRON2), step_estimate(j, cfg, VLDB2023)
+    assert g2["p2p_s"] > 0 and v["p2p_s"] == 0 and v["dp_s"] < g2["dp_s"]
 
 
 CFG = ParallelConfig(tp=4, pp=4, dp=4, vp=2, micro_batch=1, sequence_parallel=True, zero=1, recompute="selective")
@@ -307,13 +380,15 @@ def test_mixed_precision_off_is_sixteen_bytes_per_parameter_again():
 
 
 def test_pipeline_schedules_off_is_the_per_layer_send_again():
-    """The previous P2P rule: a send of the whole boundary activation per layer, x pp, every micro-batch,
-    never overlapped (here every stage boundary crosses nodes: the port)."""
+    """The layer-wise P2P rule: 2 sends of the whole boundary activation per layer, x pp, every
+    micro-batch, never overlapped, / 24 (the dummy model's layers; here every stage boundary crosses nodes:
+    the port); none under p2p="none" (vldb2023)."""
     j = job()
     cfg = ParallelConfig(tp=8, pp=4, dp=2, micro_batch=1)
     e = step_estimate(j, cfg, off("pipeline_schedules"))
     send = GPT.seq_len * GPT.hidden * 2 / (50e9 * H100.link_efficiency) + H100.port_latency_s
-    assert e["p2p_s"] == pytest.approx(4 * 2 * max(e["stage_layers"]) * e["micro_batches"] * send)
+    assert e["p2p_s"] == pytest.approx(4 * 2 * 40 * e["micro_batches"] * send / 24)
+    assert step_estimate(j, cfg, off("pipeline_schedules").with_(p2p="none"))["p2p_s"] == 0.0
     on = step_estimate(j, cfg, PRACTICE)
     ag = col.ring_s("all-gather", GPT.seq_len * GPT.hidden * 2, 8, H100.nvlink_bw * H100.link_efficiency,
                     H100.nvlink_latency_s)
@@ -362,3 +437,97 @@ def test_selective_recompute_working_memory_by_hand():
     full = step_estimate(j, cfg.with_(recompute="full"), unfused)
     assert none["peak_bytes"] - full["peak_bytes"] == pytest.approx(
         L * (keep + scores) - L * 2 * one / t - (keep + scores))
+
+
+# ------------------------------------------------------------------ each switch off, by hand, at step level
+def test_dp_exposed_by_hand_for_each_zero_stage_and_with_the_switch_off():
+    """1e9 parameters on 8 ranks of one node (100 GB/s, no latency), 4 micro-batches of 10 ms forward and
+    20 ms backward: reduce-scatter of 4 GB 35 ms, all-gather of 2 GB 17.5 ms, all-reduce of 4 GB 70 ms."""
+    net = col.Network(gpus_per_node=8, nvlink_bw=100e9, port_bw=10e9, nvlink_latency=0, port_latency=0)
+    P, fwd, bwd, m = 1e9, 0.010, 0.020, 4
+
+    def exposed(stage):
+        return _dp_exposed(zr.collectives(stage, P, 2, 4), fwd, bwd, m, 8, 1, net, True)
+
+    rs, ag, ar = 0.035, 0.0175, 0.070
+    # ZeRO-1: both once a step, each under one micro-batch's window
+    assert exposed(1) == pytest.approx((rs - bwd) + (ag - fwd))
+    # ZeRO-2: the gather once a step, the reduce-scatter every micro-batch
+    assert exposed(2) == pytest.approx((ag - fwd) + m * (rs - bwd))
+    # ZeRO-3: a gather before forward, a gather and a reduce-scatter in backward, every micro-batch
+    assert exposed(3) == pytest.approx(m * ((ag - fwd) + (ag + rs - bwd)))
+    # plain DP: the all-reduce under one micro-batch's backward
+    assert exposed(0) == pytest.approx(ar - bwd)
+    # ZeRO stages off, the layer-wise rule: the whole backward (80 ms) overlaps the all-reduce at kappa 1.3;
+    # with TP at dp = 2 only half of it (40 ms); a pipelined pure-DP stage under vldb2023 pays its leftover
+    # / pp; SDP adds half an all-reduce
+    G = m * bwd
+    assert _dp_exposed_layerwise(ar, G, 8, 1, 1, False, 1, GALVATRON2) == pytest.approx(0.3 * ar)
+    assert _dp_exposed_layerwise(ar, G, 2, 2, 1, False, 1, GALVATRON2) == pytest.approx(ar + 0.3 * G / 2 - G / 2)
+    big = 0.2
+    assert _dp_exposed_layerwise(big, G, 8, 1, 2, False, 4, VLDB2023) == pytest.approx(0.3 * G + (big - G) / 2)
+    assert _dp_exposed_layerwise(big, G, 8, 1, 2, False, 4, GALVATRON2) == pytest.approx(big + 0.3 * G - G)
+    assert _dp_exposed_layerwise(ar, G, 8, 1, 2, True, 4, GALVATRON2) == pytest.approx(0.3 * ar + 0.5 * ar)
+
+
+def test_sequence_parallel_and_selective_recompute_off_is_the_papers_ckpt():
+    """Full recompute with the switch off: one more forward and nothing else (no TP messages, no working
+    memory); with it on (and SP not used), 2 more TP all-reduces and one layer's activations to rebuild."""
+    j = job()
+    cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, recompute="full")
+    on = step_estimate(j, cfg, PRACTICE)
+    e = step_estimate(j, cfg, off("sequence_parallel", "selective_recompute"))
+    tp_one = col.ring_s("all-reduce", GPT.seq_len * GPT.hidden * 2, 8, H100.nvlink_bw * H100.link_efficiency,
+                        H100.nvlink_latency_s)
+    assert e["recompute_s"] == e["fwd_s"] == on["fwd_s"]
+    assert e["tp_s"] == pytest.approx(4 * tp_one) and on["tp_s"] == pytest.approx(6 * tp_one)
+    whole = act.layer_activation_bytes(GPT.seq_len, 1, GPT.hidden, GPT.n_heads, GPT.ffn, 8,
+                                       fused_attention=True)
+    assert e["activation_bytes_per_layer"] == on["activation_bytes_per_layer"] == pytest.approx(
+        2 * GPT.seq_len * GPT.hidden)            # the layer's input, 2 bytes, whole on each rank
+    assert on["peak_bytes"] - e["peak_bytes"] == pytest.approx(whole)
+
+
+def test_hierarchical_network_off_prices_dp_on_the_flat_ring_without_latency():
+    """TP 8 x DP 8 on 64 GPUs: each DP group has one GPU per node; a flat ring over the 8 ports (no latency)
+    against the same ring with 2 x 7 port latencies. ZeRO-0: one all-reduce under one micro-batch's
+    backward."""
+    j = job(port=5.0)
+    cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, sequence_parallel=True)
+    P = GPT.n_layers * GPT.layer_params() / 8 + 2 * GPT.vocab * GPT.hidden / 8
+    port = 5e9 * H100.link_efficiency
+    flat = 2 * 7 / 8 * P * 4 / port
+    for rules, latency in ((off("hierarchical_network"), 0.0), (PRACTICE, 14 * H100.port_latency_s)):
+        e = step_estimate(j, cfg, rules)
+        window = GPT.n_layers * (e["bwd_s"] + e["recompute_s"])
+        assert e["dp_s"] == pytest.approx(flat + latency - window)
+
+
+def test_micro_batch_search_off_holds_every_micro_batch_without_pipelines():
+    """pp = 1 and GPipe: with the micro-batch search a step holds one micro-batch's activations (gradient
+    accumulation), without it Galvatron-2's rule holds all m."""
+    j = job()
+    cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, sequence_parallel=True)
+    with_mbs = step_estimate(j, cfg, off("pipeline_schedules"))
+    without = step_estimate(j, cfg, off("pipeline_schedules", "micro_batch_search"))
+    m, a = with_mbs["micro_batches"], with_mbs["activation_bytes_per_layer"]
+    assert m == 16 and without["peak_bytes"] - with_mbs["peak_bytes"] == pytest.approx(
+        (m - 1) * GPT.n_layers * a)
+
+
+def test_mixed_precision_off_gathers_zero1_parameters_in_four_bytes():
+    """ZeRO-1 on a slow port (every collective outlasts its window): the parameter all-gather moves 4 bytes a
+    parameter without mixed precision, 2 with it; the gradient reduce-scatter 4 bytes in both."""
+    j = job(port=2.0)
+    cfg = ParallelConfig(tp=8, pp=1, dp=8, micro_batch=1, sequence_parallel=True, zero=1)
+    P = GPT.n_layers * GPT.layer_params() / 8 + 2 * GPT.vocab * GPT.hidden / 8
+    port = 2e9 * H100.link_efficiency
+
+    def ring(nbytes):                  # a reduce-scatter or an all-gather over the 8 ports
+        return 7 / 8 * nbytes / port + 7 * H100.port_latency_s
+
+    for rules, gather_bytes in ((PRACTICE, 2), (off("mixed_precision"), 4)):
+        e = step_estimate(j, cfg, rules)
+        fwd_window = GPT.n_layers * e["fwd_s"]
+        bwd_window = GPT.n_layers * (e["bwd_s"] + e["recompute_s"])
+        assert e["dp_s"] == pytest.approx(ring(P * 4) - bwd_window + ring(P * gather_bytes) - fwd_window)

@@ -53,5 +53,5 @@ def test_the_layerwise_search_refuses_practice_rules():
     from lib.galvatron.search.engine import search
     from lib.galvatron.search.profiles import load_model, published_cluster
 
-    with pytest.raises(ValueError, match="rules 'practice' switch on mixed_precision.*practice_search"):
+    with pytest.raises(ValueError, match="rules 'practice' switch on embedding_and_head, mixed_precision.*practice_search"):
         search(load_model("bert-huge-32"), published_cluster(8), 16, rules="practice")
