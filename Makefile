@@ -82,15 +82,20 @@ book-from: $(STAMP)
 	@$(PY) -m lib.rerun --book-from '$(subst ','\'',$(value RUN))'; rc=$$?; \
 	  $(RERUN_FAILED)
 
-# Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells).
+# Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells), on
+# TEST_WORKERS processes (pytest-xdist; one per core, at most 4; TEST_WORKERS=0 runs them in this process).
+# --dist loadfile keeps each file, so each chapter's cells, on one worker and in order.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+XDIST        := -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest tests book
+	$(PY) -m pytest $(XDIST) tests book
 
 test-unit: $(STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest $(XDIST) tests
 
 test-notebooks: $(STAMP)
-	$(PY) -m pytest book
+	$(PY) -m pytest $(XDIST) book
 
 # Opens the built book in headless Chromium at 1400 px, offline: no JavaScript errors, every figure and formula
 # drawn, no block wider than its box, no legend on a title, no paths, tracebacks, warnings or check cells.
