@@ -268,3 +268,17 @@ def test_a_batch_run_executes_as_a_static_notebook(tmp_path, monkeypatch):
     out = json.loads((tmp_path / "run" / "book" / "x" / "ch.ipynb").read_text())
     assert "CI is true" in "".join(out["cells"][0]["outputs"][0]["text"])
     assert "CI" not in os.environ
+
+
+def test_a_broken_table_of_contents_is_one_line_naming_it_not_params(tmp_path):
+    """``_toc.yml`` is read like the parameter files: bad YAML is one line naming that file (it was reported
+    as a ``--params`` error)."""
+    from lib.cli_errors import UserError
+    from lib.rerun import params
+
+    (tmp_path / "_toc.yml").write_text("parts: [\n  - caption: x\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        params.book_chapters(str(tmp_path))
+    msg = str(e.value)
+    assert msg.startswith("table of contents ") and "_toc.yml: not valid YAML" in msg and "\n" not in msg
+    assert "--params" not in msg

@@ -24,14 +24,10 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
-    import yaml
-
     try:
         return _run(argv)
     except FileExistsError as exc:  # a run folder that is already there: the user's to move
         raise UserError(f"{exc.filename or exc}: already exists; pick another --runs-root or --resume it") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"--params: not valid YAML ({' '.join(str(exc).split())[:200]})") from exc
 
 
 def _run(argv) -> int:

@@ -128,10 +128,7 @@ def _chapter_key(path: str) -> str:
 
 def book_chapters(root: str = ROOT) -> list[str]:
     """Every chapter of the table of contents that is a notebook, as ``book/<part>/<name>``, in reading order."""
-    import yaml
-
-    with open(os.path.join(root, "_toc.yml"), encoding="utf-8") as f:
-        toc = yaml.safe_load(f)
+    toc = read_yaml(os.path.join(root, "_toc.yml"), "table of contents") or {}
     files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", []) if "file" in c]
     return [f for f in files if os.path.exists(os.path.join(root, f + ".ipynb"))]
 
