@@ -45,9 +45,17 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 # The executed, strict HTML book: clean (--all), every warning an error, broken references too.
+# Every chapter is executed now, from this checkout, on BOOK_WORKERS processes (one per core, at most 4) into a
+# fresh _build/.jupyter_cache (tools/execute_book.py, which fails on any cell error); the build then takes every
+# page from that cache (_build/_config.cache.yml: _config.yml with execute_notebooks: cache). BOOK_WORKERS=0:
+# jupyter-book executes the chapters itself, one after another (_config.yml's execute_notebooks: force).
+BOOK_WORKERS  ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+BOOK_PARALLEL  = $(filter-out 0,$(strip $(BOOK_WORKERS)))
+
 book: $(STAMP) $(if $(LIVE),$(LIVE_STAMP))
 	rm -rf _build/.doctrees _build/html/reports
-	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	$(if $(BOOK_PARALLEL),CI=true $(PY) tools/execute_book.py --workers $(BOOK_WORKERS))
+	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going$(if $(BOOK_PARALLEL), --config _build/_config.cache.yml)
 	$(if $(LIVE),$(MAKE) --no-print-directory live)
 
 # The live part into an already built _build/html (make book LIVE=1 runs it); checks the site's size budget.
