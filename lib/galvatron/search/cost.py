@@ -377,7 +377,9 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     # pipeline: where every stage's chunks are alike, the even formula; else each chunk priced, the head
     # on the last chunk of the last stage (schedules.chunked_step_s)
     m_eff = m
-    if not uneven:
+    if not rules.pipeline_schedules:    # the layer-wise model's GPipe: its bubble on every layer
+        pipe_s = sch.layerwise_gpipe_s(stage_s, m_eff)
+    elif not uneven:
         pipe_s = sch.step_s(schedule, stage_s, m_eff, vp)
     else:
         chunk_s = [[n * layer_s + (head_s if (i, j) == (pp - 1, vp - 1) else 0.0) for j, n in enumerate(c)]

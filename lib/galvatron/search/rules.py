@@ -243,8 +243,8 @@ MECHANISMS = (
      "no s x s scores kept for backward; a causal kernel skips the masked half (activations.py)"),
     ("pipeline schedules", ("pipeline_schedules",),
      "1F1B and interleaved 1F1B: their bubble, micro-batches in flight, sends once per micro-batch "
-     "(schedules.py); off: GPipe, every micro-batch held, the layer-wise model's sends (per layer x pp, "
-     "/ 24; none under p2p='none')"),
+     "(schedules.py); off: GPipe as the layer-wise model prices it (its bubble on every layer: the average "
+     "stage's step), every micro-batch held, its sends (per layer x pp, / 24; none under p2p='none')"),
     ("ZeRO stages", ("zero_stages",),
      "ZeRO-1/2/3 memory and reduce-scatter / all-gather, overlapped with compute (zero.py); off: plain DP "
      "or ZeRO-3 as the paper's SDP, the all-reduce overlapping the layer-wise share of the backward at "

@@ -121,6 +121,16 @@ def exposed_p2p_s(schedule: str, pp: int, m: int, send_s: float, vp: int = 1, ov
 LAYERWISE_P2P_DIVISOR = 24
 
 
+def layerwise_gpipe_s(stage_s, m: int) -> float:
+    """The layer-wise model's pipeline time, without pipeline schedules: GPipe's bubble (pp + m - 1)/(pp m)
+    charged on every layer's time (``cost.layer_time_terms``), so the step is ``(m + pp - 1)`` times the
+    *average* stage's per-micro-batch time; equal stages give ``step_s("gpipe", ...)``, uneven ones (layers
+    not divisible by pp) less than its slowest-stage ``m max(t) + sum(others)``."""
+    ts = list(stage_s)
+    _check("gpipe", len(ts), m, 1)
+    return (m + len(ts) - 1) * sum(ts) / len(ts)
+
+
 def layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
     """The layer-wise model's pipeline sends, without pipeline schedules: per layer of ``n_layers`` and
     micro-batch of ``m``, 2 sends of ``send_s`` x pp, never overlapped, / ``LAYERWISE_P2P_DIVISOR``."""
