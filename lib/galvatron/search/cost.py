@@ -93,6 +93,30 @@ def _coes(s: Strategy, cluster: ClusterProfile):
     return tc, dc
 
 
+def _dp_overlap(dp_comm, bwd, dp: int, tp: int, pp: int, sdp: bool, decoder: bool, kappa: float,
+                rules: CostRules) -> tuple[float, float]:
+    """The layer-wise rule for a data-parallel all-reduce of ``dp_comm`` against a backward of ``bwd`` (any
+    one unit): (``frac``, the share of the backward it overlaps: 1; with TP 2/3 for a decoder without PP,
+    ``rules.decoder_pp_overlap`` with PP, 1/2 for other layers at dp = 2; the overlapped time at ``kappa``)."""
+    frac = 1.0
+    if tp > 1:
+        if decoder:
+            frac = 2.0 / 3.0 if pp == 1 else rules.decoder_pp_overlap
+        else:
+            frac = 0.5 if dp == 2 else 1.0
+    ov = float(overlap_ms(dp_comm, frac * bwd, kappa))
+    if pp > 1 and tp == 1 and rules.leftover_dp == "once" and not sdp and dp_comm > bwd:
+        # the artifact overlaps per stage (bwd/pp against comm/pp, x pp) but pays the leftover once
+        ov = kappa * bwd + (dp_comm - bwd) / pp
+    return frac, ov
+
+
+def _sdp_gather(allreduce, chunks, rules: CostRules):
+    """The layer-wise model's SDP gather: ``sdp_gather_factor`` x the all-reduce, per micro-batch with
+    ``sdp_gather_per_chunk``."""
+    return rules.sdp_gather_factor * allreduce * (chunks if rules.sdp_gather_per_chunk else 1)
+
+
 def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluster: ClusterProfile,
                      chunks: float = 1, extra_overhead_ms: float = 0.0, rules: CostRules | None = None) -> dict:
     """Every term of one layer's time (ms per 24 dummy layers) and the total in seconds per layer.
@@ -115,16 +139,7 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
         overall, hidden_bwd = fct + bct + tp_ms, bct
         exposed = 0.0
     else:
-        frac = 1.0
-        if tp > 1:
-            if layer.decoder:
-                frac = 2.0 / 3.0 if pp == 1 else rules.decoder_pp_overlap
-            else:
-                frac = 0.5 if dp == 2 else 1.0
-        ov = float(overlap_ms(dp_comm, frac * bct, kappa))
-        if pp > 1 and tp == 1 and rules.leftover_dp == "once" and not s.sdp and dp_comm > bct:
-            # the artifact overlaps per stage (bct/pp against comm/pp, x pp) but pays the leftover once
-            ov = kappa * bct + (dp_comm - bct) / pp
+        frac, ov = _dp_overlap(dp_comm, bct, dp, tp, pp, s.sdp, layer.decoder, kappa, rules)
         overall = fct + (1 - frac) * bct + ov + tp_ms + eo
         hidden_bwd = frac * bct
         exposed = ov - frac * bct
@@ -136,9 +151,7 @@ def layer_time_terms(layer: LayerProfile, s: Strategy, global_bsz: float, cluste
     else:
         bubble = 1.0
         result = overall
-    sdp_ms = 0.0
-    if s.sdp:
-        sdp_ms = rules.sdp_gather_factor * dp_msg * dc * (chunks if rules.sdp_gather_per_chunk else 1)
+    sdp_ms = _sdp_gather(dp_msg * dc, chunks, rules) if s.sdp else 0.0
     p2p_ms = 0.0
     p2p_coe = rules.p2p_coe(cluster, pp)
     if pp > 1 and p2p_coe is not None:
@@ -279,6 +292,14 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier) -> float:
             + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
 
 
+def _layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
+    """The layer-wise model's pipeline sends (``layer_time_terms``' ``p2p_ms``), without pipeline schedules:
+    per layer of ``n_layers`` and micro-batch of ``m``, 2 sends of ``send_s`` x pp, never overlapped; its
+    terms are per ``DUMMY_LAYERS`` layers and the send is not multiplied by them, so each layer pays
+    1 / ``DUMMY_LAYERS`` of its sends."""
+    return 0.0 if pp == 1 else pp * 2 * n_layers * m * send_s / DUMMY_LAYERS
+
+
 def _dp_exposed_layerwise(allreduce_s: float, bwd_s: float, dp: int, tp: int, pp: int, sdp: bool,
                           chunks: int, rules: CostRules) -> float:
     """Seconds one stage's data-parallel all-reduce (``allreduce_s``, once a step) adds to a step under the
@@ -289,15 +310,8 @@ def _dp_exposed_layerwise(allreduce_s: float, bwd_s: float, dp: int, tp: int, pp
     micro-batch with ``sdp_gather_per_chunk``). Used when ZeRO stages are off."""
     if dp == 1:
         return 0.0
-    frac = 0.5 if tp > 1 and dp == 2 else 1.0
-    hidden = frac * bwd_s
-    ov = float(overlap_ms(allreduce_s, hidden, OVERLAP_COE))
-    if pp > 1 and tp == 1 and rules.leftover_dp == "once" and not sdp and allreduce_s > bwd_s:
-        ov = OVERLAP_COE * bwd_s + (allreduce_s - bwd_s) / pp
-    gather = 0.0
-    if sdp:
-        gather = rules.sdp_gather_factor * allreduce_s * (chunks if rules.sdp_gather_per_chunk else 1)
-    return ov - hidden + gather
+    frac, ov = _dp_overlap(allreduce_s, bwd_s, dp, tp, pp, sdp, False, OVERLAP_COE, rules)
+    return ov - frac * bwd_s + (_sdp_gather(allreduce_s, chunks, rules) if sdp else 0.0)
 
 
 def model_flops_per_token(sh) -> float:
@@ -401,7 +415,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             send_s = boundary / 2**20 * coe * 1e-3
         else:
             send_s = col.group_s("send", boundary, 2, stride, net, hier) if pp > 1 else 0.0
-        p2p_s = 0.0 if rules.p2p == "none" else sch.layerwise_p2p_s(pp, sum(layers), m_eff, send_s)
+        p2p_s = 0.0 if rules.p2p == "none" else _layerwise_p2p_s(pp, sum(layers), m_eff, send_s)
 
     # data parallelism and ZeRO over the dp x cp ranks that hold the same weights
     d = dp * cp

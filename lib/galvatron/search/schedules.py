@@ -116,11 +116,6 @@ def exposed_p2p_s(schedule: str, pp: int, m: int, send_s: float, vp: int = 1, ov
     return 2 * (m + pp - 1) * send_s * vp
 
 
-#: The layer-wise model (``cost.layer_time_terms``) divides every term by the 24 layers of its dummy model;
-#: its P2P message is not multiplied by them, so each layer pays 1/24 of its sends.
-LAYERWISE_P2P_DIVISOR = 24
-
-
 def layerwise_gpipe_s(stage_s, m: int) -> float:
     """The layer-wise model's pipeline time, without pipeline schedules: GPipe's bubble (pp + m - 1)/(pp m)
     charged on every layer's time (``cost.layer_time_terms``), so the step is ``(m + pp - 1)`` times the
@@ -129,9 +124,3 @@ def layerwise_gpipe_s(stage_s, m: int) -> float:
     ts = list(stage_s)
     _check("gpipe", len(ts), m, 1)
     return (m + len(ts) - 1) * sum(ts) / len(ts)
-
-
-def layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
-    """The layer-wise model's pipeline sends, without pipeline schedules: per layer of ``n_layers`` and
-    micro-batch of ``m``, 2 sends of ``send_s`` x pp, never overlapped, / ``LAYERWISE_P2P_DIVISOR``."""
-    return 0.0 if pp == 1 else pp * 2 * n_layers * m * send_s / LAYERWISE_P2P_DIVISOR
