@@ -16,6 +16,9 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 PARAMS     ?= cpu
 
+# Worker processes for make test and make book: one per core, at most 4 (TEST_WORKERS, BOOK_WORKERS).
+CORES      := $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+
 # The live part (make book LIVE=1): JupyterLite + Pyodide + lib's torch-free wheel under _build/html/live/ and a
 # "Run it live" button on the pages with a widget (tools/live/, _ext/live_button.py). Its tooling has its own
 # venv, from PyPI, on a Python >= 3.12 found by tools/live/find_python.py (or LIVE_PYTHON=...); the book's venv
@@ -49,7 +52,7 @@ $(STAMP): requirements.txt pyproject.toml
 # fresh _build/.jupyter_cache (tools/execute_book.py, which fails on any cell error); the build then takes every
 # page from that cache (_build/_config.cache.yml: _config.yml with execute_notebooks: cache). BOOK_WORKERS=0:
 # jupyter-book executes the chapters itself, one after another (_config.yml's execute_notebooks: force).
-BOOK_WORKERS  ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+BOOK_WORKERS  ?= $(CORES)
 BOOK_PARALLEL  = $(filter-out 0,$(strip $(BOOK_WORKERS)))
 
 book: $(STAMP) $(if $(LIVE),$(LIVE_STAMP))
@@ -93,7 +96,7 @@ book-from: $(STAMP)
 # Unit, property and distributed tests, then every chapter under nbval (lax, with checked oracle cells), on
 # TEST_WORKERS processes (pytest-xdist; one per core, at most 4; TEST_WORKERS=0 runs them in this process).
 # --dist loadfile keeps each file, so each chapter's cells, on one worker and in order.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+TEST_WORKERS ?= $(CORES)
 XDIST        := -n $(TEST_WORKERS) --dist loadfile
 
 test: $(STAMP)
