@@ -209,7 +209,9 @@ def _plan_cmd(args) -> int:
 
         if args.search not in model_names():
             raise UserError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
-        check_int("--gpus", args.gpus, 1, 65536)
+        from .search.engine import check_gpus
+
+        check_gpus(check_int("--gpus", args.gpus, 1), "--gpus")  # within the range the search tries
         check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
         if args.print_torchrun and args.gpus % args.nnodes:
             raise UserError(f"--nnodes {args.nnodes} does not divide --gpus {args.gpus}; allowed: a divisor")

@@ -198,10 +198,17 @@ def _main(argv=None) -> int:
         check_log(path)
         spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
         h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
-        for r in h2h.rows():
-            print(f"{r['side']:>11}  {r['placement']:<28} {r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  "
-                  f"(se {r['sem_ms']:.2f})")
-        print(f"RL pick vs best other: {h2h.gap_s * 1e3:+.1f} ms = {h2h.gap_se:+.1f} standard errors; {h2h.source}")
+        for r in h2h.rows():  # an out-of-memory placement has no time: its penalty is never printed as one
+            t = (f"{'over the memory cap':>19}" if r["oom"] else
+                 f"{r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  (se {r['sem_ms']:.2f})")
+            print(f"{r['side']:>11}  {r['placement']:<28} {t}")
+        rl, other = h2h.entry(h2h.rl_side), h2h.best_other
+        if rl.oom or other.oom:
+            who = "the RL pick" if rl.oom else f"{other.label}"
+            print(f"RL pick vs best other: no gap, {who} is over the memory cap; {h2h.source}")
+        else:
+            print(f"RL pick vs best other: {h2h.gap_s * 1e3:+.1f} ms = {h2h.gap_se:+.1f} standard errors; "
+                  f"{h2h.source}")
     else:
         if not os.path.isdir(a.out):
             raise FileNotFoundError(2, "no such folder (--out)", a.out)

@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from lib.cli_errors import UserError
+from lib.galvatron.search.plan import check_counts
 
 GALVATRON_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
 
@@ -116,7 +117,9 @@ def validated(d, source: str = "plan") -> dict:
         m = model.model_validate(d)
     except ValidationError as e:
         raise UserError(describe_validation_error(e, source, ALLOWED)) from None
-    return m.model_dump(exclude_none=True)
+    v = m.model_dump(exclude_none=True)
+    check_counts(v, source)  # the same check as the search's reader (``plan``): one rule for both tools
+    return v
 
 
 @dataclass(frozen=True)
