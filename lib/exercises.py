@@ -52,8 +52,9 @@ class Reference:
 def stated_number(stated: Any) -> tuple[float, float] | None:
     """``(value, precision)`` of a stated number: its value and half a unit of its last significant digit
     (``0.53`` -> (0.53, 0.005); ``"53%"`` -> (0.53, 0.005); ``20`` -> (20, 5); ``"0.9978"`` -> (0.9978, 5e-5);
-    ``"1.8e16"`` or ``"1.8 \\times 10^{16}"`` -> (1.8e16, 5e14); ``"50,700"`` or ``"50{,}700"`` -> (50700, 50)). A whole number's trailing zeros are not
-    significant ("about 20 ms" is 20 to the nearest ten). ``None`` for anything that is not a number."""
+    ``"1.8e16"`` or ``"1.8 \\times 10^{16}"`` -> (1.8e16, 5e14); ``"50,700"`` or ``"50{,}700"`` -> (50700, 50)).
+    A whole number's trailing zeros are not significant ("about 20 ms" is 20 to the nearest ten). ``None`` for
+    anything that is not a number."""
     from decimal import Decimal, InvalidOperation
 
     if isinstance(stated, bool) or not isinstance(stated, (int, float, str)):

@@ -146,6 +146,21 @@ def check_shape(path: str, run: Run) -> None:
                         f"{m.heads}; allowed: a divisor of heads (grouped-query attention)")
 
 
+def check_config(path: str, run: Run) -> None:
+    """The run's configuration against its model and batch (``layout.check_layout``, with the embedding's and
+    the head's chunks allowed as the most lenient rules allow them); a :class:`UserError` naming the file, the
+    run and the field, as ``validate`` names a configuration its rules refuse."""
+    from .search.layout import LayoutError, check_layout
+
+    c = run.config
+    if c.tp * c.pp * c.dp * (c.cp or 1) != run.cluster.gpus:
+        return  # the GPU count's own line comes from load_runs
+    try:
+        check_layout(to_job(run, gpu=False), to_config(run), spare_chunks=2)
+    except LayoutError as e:
+        raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
+
+
 def load_runs(path: str) -> RunsFile:
     """A runs file, checked; UserError ``FILE: run NAME: field F: what is wrong`` on a bad one."""
     with open(path) as f:
@@ -158,8 +173,9 @@ def load_runs(path: str) -> RunsFile:
     except ValidationError as e:
         run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
         raise UserError(f"{path}: {run + ': ' if run else ''}{what}") from None
-    for r in rf.runs:
+    for r in rf.runs:  # before any estimate: a tool's progress bar never comes before the line
         check_shape(path, r)
+        check_config(path, r)
     names = [r.name for r in rf.runs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

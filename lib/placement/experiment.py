@@ -141,7 +141,8 @@ def make_env(spec: EnvSpec):
 
     n = torch.cuda.device_count()
     if n < 2:
-        raise UserError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
+        raise UserError(f"--device real (or a run log's env.device real) needs at least 2 CUDA devices; this "
+                        f"machine has {n}; allowed: --device sim, the simulator")
     return TorchPlacementEnv(spec.preset, [f"cuda:{i}" for i in range(n)], n_micro=spec.n_micro,
                              mem_cap=spec.mem_cap, seed=spec.env_seed)
 
