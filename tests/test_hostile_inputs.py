@@ -39,6 +39,15 @@ def runs(tmp_path_factory):
     return out
 
 
+def test_train_never_reports_the_penalty_as_the_best_time(tmp_path):
+    for name, extra, oom in (("capped", ["--mem-cap", "1e-5"], True), ("free", [], False)):
+        rc, out, err = _placement(["train", "--preset", "ci", "--colocate", "--n-iters", "1", "--k", "2",
+                                   "--hidden", "8", "--out", str(tmp_path), "--quiet", "--name", name, *extra])
+        res = json.loads(out)
+        assert rc == 0 and res["best_over_memory_cap"] is oom
+        assert (res["best_ms"] is None) if oom else 0 < res["best_ms"] < 1000
+
+
 def test_evaluate_refuses_when_every_placement_is_over_the_memory_cap(runs):
     rc, out, err = _placement(["evaluate", "--run", "capped", "--out", str(runs), *EVAL])
     assert_one_line(rc, err, "--run", "capped.jsonl", "every placement", "memory cap 1e-05", "allowed:")

@@ -188,8 +188,12 @@ def _main(argv=None) -> int:
             name = run_name(spec, cfg, a.colocate)  # chapter 4's runs: the name says algorithm and policy
         res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
                         repair=a.repair)
-        print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
-                          "best": list(res.top[0][0]) if res.top else None,
+        from lib.placement.env import OOM_PENALTY_S
+
+        best_oom = bool(res.top) and res.top[0][1] >= OOM_PENALTY_S  # the penalty is no time: null, said so
+        print(json.dumps({"log": res.path, "updates": res.n_updates,
+                          "best_ms": res.top[0][1] * 1e3 if res.top and not best_oom else None,
+                          "best_over_memory_cap": best_oom, "best": list(res.top[0][0]) if res.top else None,
                           "favourite": list(res.favourite) if res.favourite else None,
                           "stopped_early": res.stopped_early}))
     elif a.cmd == "evaluate":

@@ -284,6 +284,7 @@ def spec_on_device(run_path: str, device: str, seed: int = 0) -> EnvSpec:
 def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict]:
     """Every figure from every log in ``out_dir`` (HTML under ``fig_dir``); returns one summary row per run."""
     from lib.placement import figures as F
+    from lib.placement.env import OOM_PENALTY_S
     from lib.placement.reinforce import RunResult
 
     fig_dir = fig_dir or os.path.join(out_dir, "figures")
@@ -298,7 +299,8 @@ def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict
             _write_html(F.learning_curves({name: res}, title=name), os.path.join(fig_dir, name + ".html"))
             first = F.first_identical(res)
             rows.append({"run": name, "updates": res.n_updates, "first_mean_ms": res.records[0]["mean_step_s"] * 1e3,
-                         "last_mean_ms": res.records[-1]["mean_step_s"] * 1e3, "best_ms": res.top[0][1] * 1e3,
+                         "last_mean_ms": res.records[-1]["mean_step_s"] * 1e3,
+                         "best_ms": res.top[0][1] * 1e3 if res.top[0][1] < OOM_PENALTY_S else None,  # no time
                          "all_identical_at": first})
         elif kind == "evaluate":
             _, h2h, ph = read_evaluation(path)
