@@ -124,6 +124,8 @@ def reference(ex_id: str) -> Reference:
 
 
 def _fmt(x: Any) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e12:  # a count reads as one: 117964800, not 1.18e+08
+        return str(int(x))
     return f"{x:.4g}" if isinstance(x, float) else repr(x) if isinstance(x, str) else str(x)
 
 
@@ -216,7 +218,11 @@ def _apart(off: float, allowed: float, fmt) -> tuple[str, str]:
 
 
 def _stated_text(stated: Any) -> str:
-    return stated if isinstance(stated, str) else _fmt(stated) if not isinstance(stated, float) else repr(stated)
+    """A stated answer as plain text: LaTeX's ``{,}`` and ``\\times 10^{16}`` as ``,`` and ``e16``."""
+    if not isinstance(stated, str):
+        return repr(stated) if isinstance(stated, float) else _fmt(stated)
+    text = stated.replace("{,}", ",")
+    return re.sub(r"\s*\\times\s*10\^\{?(-?\d+)\}?", r"e\1", text)
 
 
 def _show(v: Any) -> str:
