@@ -136,6 +136,17 @@ def test_plan_and_run_refuse_the_same_plan_with_the_same_line(tmp_path, change, 
     assert out == ""
 
 
+def test_plan_reads_the_gpu_count_as_run_does(tmp_path):
+    """A plan with n_gpus and no world_size runs; ``plan`` reads it too, and without either says what is needed."""
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps({k: v for k, v in {**PLAN, "n_gpus": 1}.items() if k != "world_size"}))
+    rc, out, err = _galvatron(["plan", "--plan", str(p)])
+    assert rc == 0 and out.startswith("B=4, pp=1, chunks=1") and not err
+    p.write_text(json.dumps({k: v for k, v in PLAN.items() if k != "world_size"}))
+    rc, _, err = _galvatron(["plan", "--plan", str(p)])
+    assert_one_line(rc, err, "plan.json", "no world_size (nor n_gpus)", "allowed: a world_size field")
+
+
 def test_the_search_plan_reader_applies_the_same_check():
     from lib.galvatron.search.plan import Plan
 

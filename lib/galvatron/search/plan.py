@@ -157,9 +157,10 @@ class Plan:
         missing = [k for k in PLAN_FIELDS if k not in d]
         if missing:
             raise UserError(f"plan is missing field(s) {missing}; required: {list(PLAN_FIELDS)}")
-        ws = d.get("world_size", world_size)
+        ws = d.get("world_size", d.get("n_gpus", world_size))  # as the runtime reads it: n_gpus is the count too
         if ws is None:
-            raise UserError("plan has no 'world_size'; pass world_size=")
+            raise UserError("plan: no world_size (nor n_gpus), the GPU count the plan is for; allowed: a "
+                            "world_size field in the plan (the runtime takes the count from the ranks it runs on)")
         ws = check_int("plan: world_size", ws, 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
         if "n_gpus" in d:
             check_int("plan: n_gpus", d["n_gpus"], 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
