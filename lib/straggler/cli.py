@@ -45,8 +45,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done."""
-    return run_cli(_main, argv)
+    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done. ``production`` as
+    the first argument runs :mod:`lib.straggler.production_cli` instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["production"]:
+        from lib.straggler import production_cli
+
+        return run_cli(production_cli.main, args[1:])
+    return run_cli(_main, args)
 
 
 def _main(argv=None) -> int:
