@@ -15,10 +15,10 @@ tau: its checkpoint interval, all in minutes):
 - ``straggler_slowdown``: the page's E[step] / ideal step at N GPUs; ``stragglers=fitted``: E[1 + X] (``jobs``)
   or 1 / (1 - E[1 - 1/(1 + X)]) (``gpu_hours``).
 
-Defaults for what a source does not state (``DEFAULTS``, listed per observation in ``filled``): the job's GPUs
-are 1,024 (a mid-size job of the studies; a job may be far smaller than its cluster); checkpoint write 1 min and restart 5 min (the
-page's); the checkpoint interval is the exact best for the job's M and delta; the GPU type unknown to the model
-takes Llama 3's H100 rate (the page's).
+Defaults for what a source does not state (``DEFAULTS``, listed per observation in ``filled``): the job has
+1,024 GPUs (a mid-size job of the studies; a job may be far smaller than its cluster); the checkpoint write
+takes 1 min and the restart 5 min (the page's); the checkpoint interval is the exact best for the job's M and
+delta; a GPU type the model does not know takes Llama 3's H100 rate (the page's).
 
 Errors: a share's error is predicted - published (in share units); every other kind's is predicted / published
 - 1 (relative). Used in: ``python -m lib.straggler production`` and book/stragglers/01_the_one_slow_gpu.
