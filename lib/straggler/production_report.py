@@ -121,7 +121,7 @@ def constants_table(caption: str) -> HTMLTable:
 
 def glue_values(cmp: Comparison) -> dict:
     """The numbers the section's prose quotes: glue name -> text."""
-    def pred(name, which="production", digits=None):
+    def pred(name, which="production"):
         o, a, b = cmp.named(name)
         p = a if which == "page" else b
         return fmt_value(o.kind, p.predicted)
@@ -159,6 +159,10 @@ def glue_values(cmp: Comparison) -> dict:
         "prod_bloom_prod": pred("bloom176b-gpu-failures-per-week"),
         "prod_faulty_pred": pred("llama3-cause-faulty-gpu"), "prod_gpu_all_pred": pred("llama3-cause-gpu-all"),
     }
+    m = pr.mtbf_min("h100-sxm-80gb", 9_600, PAGE)
+    g["prod_byte_ckpt_cost"] = f"{(2 * pr.PAGE_FAILURE.checkpoint_min / m) ** 0.5:.1%}"
+    o, _, _ = cmp.named("llama3-405b-ettr")
+    g["prod_llama_ettr_growing"] = fmt_value("ettr", pr.predict(o, PRODUCTION.with_(restart="growing")).predicted)
     for stem in SETS:
         for model in ("page", "production"):
             for kind in ("interruptions", "mttf_hours", "ettr"):
