@@ -1,7 +1,8 @@
 """``python -m lib.straggler production --data FILE... [--json]``: every published observation of the files
 (schema: ``lib/straggler/production.py``) beside the model's prediction, then the median and largest error per
 kind. ``--model page`` is the page's model, ``--model production`` (the default) every switch the data
-supports; ``--switch NAME=VALUE`` changes one switch. A bad file is one line naming the file, the observation
+supports; ``--switch NAME=VALUE`` changes one switch. With several files the errors are also given per file
+(the calibration set and the held-out set apart). A bad file is one line naming the file, the observation
 and the field, exit 2 (``lib.cli_errors``). Used in: book/stragglers/01_the_one_slow_gpu.
 """
 
@@ -40,8 +41,9 @@ def parse_args(argv=None):
 def report(paths, switches) -> dict:
     """The JSON report: observations with their predictions and errors, and errors by kind."""
     predictions = pr.predict_all(load_many(paths), switches)
+    by_file = {path: pr.by_kind([p for p in predictions if p.file == path]) for path in dict.fromkeys(paths)}
     return {"switches": switches.to_dict(), "observations": [p.to_dict() for p in predictions],
-            "by_kind": pr.by_kind(predictions)}
+            "by_kind": pr.by_kind(predictions), "by_file": by_file}
 
 
 def _fmt(kind: str, v) -> str:
@@ -66,12 +68,14 @@ def to_text(rep: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
-    lines.append("")
-    lines.append("error by kind (shares: points; others: relative)   median    largest   n")
-    for kind, s in rep["by_kind"].items():
-        scale, unit = (100, " pt") if kind in SHARE_KINDS else (100, "%")
-        lines.append(f"  {kind:<48}{s['median_abs_error'] * scale:8.1f}{unit:3}{s['max_abs_error'] * scale:8.1f}"
-                     f"{unit:3}{s['n']:3d}")
+    groups = list(rep["by_file"].items()) if len(rep["by_file"]) > 1 else []
+    for title, by_kind in [*((f"in {path}", bk) for path, bk in groups), ("in all", rep["by_kind"])]:
+        lines.append("")
+        lines.append(f"error by kind {title} (shares: points; others: relative): median, largest, n")
+        for kind, s in by_kind.items():
+            unit = " pt" if kind in SHARE_KINDS else "%"
+            lines.append(f"  {kind:<24}{s['median_abs_error'] * 100:8.1f}{unit:3}{s['max_abs_error'] * 100:8.1f}"
+                         f"{unit:3}{s['n']:3d}")
     sw = ", ".join(f"{k}={v}" for k, v in rep["switches"].items())
     lines.append(f"\nModel: {sw}. Predicted = the model's expected value (lib/straggler/predict.py); "
                  f"published = quoted from each observation's source.")

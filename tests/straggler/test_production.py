@@ -184,12 +184,16 @@ def test_json_report_shape_and_by_kind():
     assert d["by_kind"]["ettr"]["n"] == len(errs)
     assert d["by_kind"]["ettr"]["max_abs_error"] == pytest.approx(max(errs))
     assert set(d["by_kind"]) == set(KINDS)
+    held = d["by_file"][FILES[1]]
+    assert held["interruptions"]["n"] == 4 and "cause_share" not in held
+    assert sum(v["n"] for f in d["by_file"].values() for v in f.values()) == 27
 
 
 def test_text_report_ends_with_errors_by_kind():
     rc, out, _ = call(["--data", FILES[1], "--model", "page"])
     assert rc == 0
     assert "error by kind" in out and "interruptions" in out.split("error by kind")[1]
+    assert "heldout.json" not in out  # one file: no per-file breakdown
     assert "no model" not in out  # the held-out set has no cause shares
 
 
