@@ -275,3 +275,34 @@ def _rc_err(argv):
 def test_load_names_the_file(tmp_path):
     with pytest.raises(ValueError, match="bad.json"):
         load(write(tmp_path, {"source": "x"}))
+
+
+# ------------------------------------------------------------------------------------------- properties
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lib.straggler.production import Observation  # noqa: E402
+from lib.straggler.switches import CHOICES  # noqa: E402
+
+SWITCHES = st.builds(Switches, **{k: st.sampled_from(v) for k, v in CHOICES.items()})
+GPUS = st.integers(1, 1_000_000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sw=SWITCHES, gpu=st.sampled_from(["h100-sxm-80gb", "a100-sxm-80gb", "tpu v9"]), n=GPUS, m=GPUS)
+def test_a_bigger_job_never_fails_less_often(sw, gpu, n, m):
+    lo, hi = sorted((n, m))
+    assert pr.mtbf_min(gpu, hi, sw) <= pr.mtbf_min(gpu, lo, sw) * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sw=SWITCHES, n=st.integers(1, 200_000), days=st.floats(0.01, 365),
+       ckpt=st.one_of(st.none(), st.floats(0, 30)), interval=st.one_of(st.none(), st.floats(0.1, 600)),
+       restart=st.one_of(st.none(), st.floats(0, 60)))
+def test_an_ettr_prediction_is_a_share(sw, n, days, ckpt, interval, restart):
+    o = Observation(name="x", quote="a quote long enough to stand for one", kind="ettr",
+                    cluster={"gpu": "h100-sxm-80gb", "gpus": n},
+                    job={"gpus": n, "days": days, "checkpoint_min": ckpt, "checkpoint_interval_min": interval,
+                         "restart_min": restart}, value=0.5, unit="ratio")
+    p = pr.predict(o, sw)
+    assert 0 <= p.predicted <= 1 and math.isfinite(p.error)
