@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from lib.straggler.model import (FailureModel, StepModel, backup_count, checkpoint_shares, optimal_interval_min,
                                  step_efficiency, step_efficiency_drop_slowest, young_daly_min)
+from lib.straggler.production_exercises import checkpoint_for_kept_s, size_law_alpha
 from lib.straggler.report import daly_higher_order_min
 
 #: Exercise 10.2/10.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
@@ -76,4 +77,9 @@ ANSWERS: dict[str, dict] = {
     "ch10.6": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
                   what="the kept share at 65,536 GPUs, Young-Daly, a checkpoint growing with the cluster",
                   rel_tol=1e-3),
+    "ch10.8": dict(answer=checkpoint_for_kept_s,
+                  what="the checkpoint write at which 9,600 GPUs with a 5-minute restart keep 97% at the best interval",
+                  unit="s", rel_tol=0.1),
+    "ch10.9": dict(answer=size_law_alpha,
+                  what="the size-law exponent fitted to Kokolis et al.'s three measured MTTFs", rel_tol=1e-2),
 }
