@@ -66,15 +66,16 @@ def _llama3_step(r: OneRun) -> list[float]:
 def _marks(r: OneRun) -> list:
     """Llama 3's quoted values where they apply: its step (estimated from Table 4's TFLOP/s) at 8,192 and
     16,384 GPUs when the plan's batch is Meta's, its effective training time (>90%) beside the kept share at
-    16,384. Empty traces elsewhere, so every frame has as many traces."""
+    16,384. A missing value is None, not an empty trace: every frame keeps its traces and its legend, so the
+    plot area does not move with the slider."""
     llama = r.job.model == "llama3-405b"
-    step = _llama3_step(r)
-    kept = [LLAMA3_EFFECTIVE_TRAINING] if llama and r.job.n_gpus == LLAMA3_GPUS else []
+    step = _llama3_step(r) or [None]
+    kept = [LLAMA3_EFFECTIVE_TRAINING] if llama and r.job.n_gpus == LLAMA3_GPUS else [None]
     diamond = dict(symbol="diamond", size=13, color=PALETTE["secondary"], line=dict(color="white", width=1))
     return [
-        go.Scatter(x=["step"] * len(step), y=step, mode="markers", marker=diamond, xaxis="x", yaxis="y",
+        go.Scatter(x=["step"], y=step, mode="markers", marker=diamond, xaxis="x", yaxis="y",
                    name="Llama 3 405B's step, 16M tokens<br>(from its quoted TFLOP/s)"),
-        go.Scatter(x=["kept share"] * len(kept), y=kept, mode="markers",
+        go.Scatter(x=["kept share"], y=kept, mode="markers",
                    marker=dict(diamond, symbol="line-ew", size=40, line=dict(color=PALETTE["secondary"], width=3)),
                    xaxis="x3", yaxis="y3", name="Llama 3: >90% effective training time (quoted)"),
     ]
