@@ -48,8 +48,10 @@ def _step_bars(d: dict, with_backups: bool) -> list:
     out = []
     for key, name, colour in parts:
         x, y = d[key]
-        out.append(go.Bar(x=np.asarray(x).tolist(), y=np.round(y, 5).tolist(), name=name, marker_color=colour,
-                          width=0.8, legendgroup=key, xaxis="x", yaxis="y"))
+        # a step without slow GPUs draws None, not nothing: the legend, and so the plot's width, stay put
+        x, y = (np.asarray(x).tolist(), np.round(y, 5).tolist()) if len(y) else ([None], [None])
+        out.append(go.Bar(x=x, y=y, name=name, marker_color=colour, width=0.8, legendgroup=key, xaxis="x",
+                          yaxis="y"))
     out.append(go.Scatter(x=[-1, d["shown"]], y=[round(d["close_s"], 5)] * 2, mode="lines",
                           name="step closes (then sync)", legendgroup="close",
                           line=dict(color=PALETTE["bad"], dash="dash"), xaxis="x", yaxis="y"))
@@ -317,7 +319,8 @@ def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, siz
                                                                                          dash="dash")),
             go.Scatter(x=[interval_min, interval_min], y=[0, 1], mode="lines", name="your interval",
                        line=dict(color=PALETTE["accent"], dash="dot", width=2)),
-            go.Scatter(x=[yd] if page else [], y=[page_kept] if page else [], mode="markers",
+            # None where the page quotes nothing: the trace, and so the legend, stays in every frame
+            go.Scatter(x=[yd] if page else [None], y=[page_kept] if page else [None], mode="markers",
                        name="the page: kept at Young-Daly (quoted)",
                        marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=12, line_width=2)),
         ]
