@@ -30,26 +30,28 @@ def _numbers(values, axis: dict) -> list[float]:
     return [math.log10(v) if axis.get("type") == "log" else v for v in out if axis.get("type") != "log" or v > 0]
 
 
-def _check_axis(where: str, axis: dict, values) -> list[str]:
+def _check_axis(where: str, axis: dict, values, fixed: bool) -> list[str]:
+    """``fixed``: the figure has frames, so every axis needs its range (and a category axis its order)."""
     values = [v for v in values if v is not None]
     if not values:
         return []
     if _is_category(axis, values):
         order = list(axis.get("categoryarray") or [])
         if not order:
-            return [f"{where}: a category axis without a fixed category order"]
+            return [f"{where}: a category axis without a fixed category order"] if fixed else []
         missing = sorted({str(v) for v in values} - set(order))
         if missing:
             return [f"{where}: categories {missing} not in the axis's order {order}"]
         rng = axis.get("range")
         if rng is None:
-            return [f"{where}: a category axis without a fixed range (labels shift when the data change)"]
+            return [f"{where}: a category axis without a fixed range (labels shift when the data change)"
+                    ] if fixed else []
         idx = [order.index(v) for v in values]
         lo, hi = sorted(rng)
         return [f"{where}: category at {i} outside {rng}" for i in idx if not lo < i < hi][:1]
     rng = axis.get("range")
     if rng is None:
-        return [f"{where}: a value axis without a fixed range"]
+        return [f"{where}: a value axis without a fixed range"] if fixed else []
     lo, hi = sorted(rng)
     tol = 1e-4 * (hi - lo)  # values rounded to 5 digits, stacked
     return [f"{where}: {v:.4g} outside [{lo:.4g}, {hi:.4g}]" for v in _numbers(values, axis)
@@ -77,8 +79,9 @@ def _trace_values(tr: dict, stacks: dict) -> tuple[list, list]:
 
 
 def marks_outside(fig) -> list[str]:
-    """Every place where a mark lies outside its axes (or an axis is not fixed), in every state: ``[]`` when
-    every trace of the figure and of each frame lies inside the ranges that state shows."""
+    """Every place where a mark lies outside its axes (or, in a figure with frames, an axis is not fixed), in
+    every state: ``[]`` when every trace of the figure and of each frame lies inside the ranges that state
+    shows. A figure without frames may autorange an axis (plotly fits it to the data once)."""
     base = fig.layout.to_plotly_json()
     states = [("as first drawn", [t.to_plotly_json() for t in fig.data], {})]
     states += [(f"frame {f.name!r}", [t.to_plotly_json() for t in f.data],
@@ -95,5 +98,6 @@ def marks_outside(fig) -> list[str]:
             xs, ys = _trace_values(tr, stacks)
             for letter, vals in (("x", xs), ("y", ys)):
                 ax = _axis_name(tr.get(f"{letter}axis"), letter)
-                out += _check_axis(f"{label}, trace {i} {tr.get('name')!r}, {ax}", _lookup(base, lay, ax), vals)
+                out += _check_axis(f"{label}, trace {i} {tr.get('name')!r}, {ax}", _lookup(base, lay, ax), vals,
+                                   fixed=bool(fig.frames))
     return out

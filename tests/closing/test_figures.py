@@ -157,6 +157,10 @@ def test_every_mark_lies_inside_its_axes_in_every_frame():
     assert any("6.754 outside" in p for p in marks_outside(fig))
     fig.frames[0].layout.yaxis = {}
     assert any("others keep the last one" in p for p in marks_outside(fig))
+    # the chapter's other figure, stage 2's sensitivity (no slider), on its zoomed share axis
+    from lib.closing.exercises import CHAPTER_JOB
+
+    assert marks_outside(sensitivity_figure(sensitivity(run_of(CHAPTER_JOB)))) == []
 
 
 def test_the_smallest_bar_keeps_room_for_its_label():
