@@ -16,8 +16,8 @@ from lib.straggler.report import daly_higher_order_min
 MTBF_MIN, CHECKPOINT_MIN = 180.0, 5.0
 #: Exercise 10.5's and 10.6's larger cluster; 10.6's checkpoint is 1 minute at 16,384 GPUs and grows with them.
 BASE_GPUS, BIG_GPUS = 16_384, 65_536
-#: Exercise 10.5 searches backups from 0 to this many GPUs (the optimum lies far below it).
-MAX_BACKUPS = 200
+#: Exercise 10.5 searches backups from none to the page's 2% of its cluster (1,311 GPUs).
+MAX_BACKUPS = backup_count(BIG_GPUS, 0.02)
 
 
 def growing_checkpoint_min(n_gpus: int, base_min: float = 1.0, base_gpus: int = BASE_GPUS) -> float:
