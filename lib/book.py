@@ -51,7 +51,8 @@ class _Text(str):
     myst-nb's ``{glue:text}`` role reads the glued text/plain back with ``ast.literal_eval`` and prints the
     result, so a plain ``32,768`` would come back as the tuple ``(32, 768)`` and ``0.50`` as ``0.5``. Such
     text, which Python would read as another value, is displayed quoted: the role then reads back the string
-    itself. Any other text is displayed bare (no quotes for ``{glue:}`` either).
+    itself. Any other text is displayed bare. Chapters paste with ``{glue:text}`` only: the ``{glue:}`` role
+    shows the text/plain as it is, and would show the quotes (tests/test_check_glued.py holds this).
     """
 
     def __repr__(self) -> str:

@@ -52,3 +52,17 @@ def test_the_glue_helper_pastes_no_tuple():
 @pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "_build", "html")), reason="the book is not built")
 def test_the_built_book_shows_no_glued_tuple():
     assert cg.check(os.path.join(ROOT, "_build", "html")) == {}
+
+
+def test_chapters_paste_glued_values_with_the_text_role_only():
+    # lib.book.glue quotes text that literal_eval would misread; {glue:text} reads the quotes away, the
+    # {glue:} role would show them
+    import glob
+    import re
+
+    rx = re.compile(r"\{glue(?::any)?\}`|\{glue:\}`")
+    bad = []
+    for path in glob.glob(os.path.join(ROOT, "book", "**", "*.md"), recursive=True):
+        with open(path, encoding="utf-8") as f:
+            bad += [f"{os.path.relpath(path, ROOT)}:{n}" for n, line in enumerate(f, 1) if rx.search(line)]
+    assert not bad, bad
