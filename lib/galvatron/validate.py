@@ -29,15 +29,17 @@ from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
+from .fills import SEARCHED, fill_by_search
+from .stacks import stack_rules
 from .search.rules import ALL_PRESETS, get_rules
 
 
 def run_rules(run, rules="practice"):
     """``rules`` as they apply to ``run``: its software stack's fields (``rules.STACK_FIELDS``) from its
-    source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
+    stack (``data/stacks/``, ``stacks.stack_rules``; null: Megatron-LM) and its source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
     ``--tp-comm-overlap``), off where it does not; it acts only with sequence parallelism, so under the
     paper's presets it changes nothing."""
-    rules = get_rules(rules)
+    rules = stack_rules(get_rules(rules), run.stack)
     stated = bool(run.config.tp_comm_overlap)
     if rules.tp_comm_overlap != stated:
         rules = replace(rules, tp_comm_overlap=stated)
@@ -48,16 +50,24 @@ def run_rules(run, rules="practice"):
 #: default of ``published.py``); ``"planner"``, the planner's own choice, the fastest of 1, 2, 4 and 8 that
 #: divides the per-rank batch, leaves at least ``pp`` micro-batches and fits. A what-if for chapter 9's
 #: diagnosis of the H100 fit (Megatron-LM has no default ``--micro-batch-size``: a run states one).
-MICRO_BATCH_FILLS = ("one", "planner")
+MICRO_BATCH_FILLS = ("one", "planner", "search")
+#: ``"search"`` (the default of ``validate``): every null config field filled by searching it alone for the
+#: fastest setting that fits (``fills.py``); ``"one"`` and ``"planner"`` fill the others with the defaults.
 
 
-def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
+def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
     """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
     ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting; ``fill``: see
     ``MICRO_BATCH_FILLS``): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
     if fill not in MICRO_BATCH_FILLS:
         raise ValueError(f"fill must be one of {MICRO_BATCH_FILLS}; got {fill!r}")
     job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
+    if fill == "search":
+        nulls = [f for f in SEARCHED if getattr(run.config, f) is None]
+        cfg, est, values = fill_by_search(job, cfg, nulls, rules)
+        pub = run.measured.tokens_per_s_per_gpu
+        return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
+                "micro_batch": cfg.micro_batch, "config": cfg, "searched": values}
     est = step_estimate(job, cfg, rules)
     if fill == "planner" and run.config.micro_batch is None:
         local = run.global_batch // cfg.dp          # sequences per replica, as the planner counts them
@@ -70,7 +80,7 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
                 est, cfg = e, c
     pub = run.measured.tokens_per_s_per_gpu
     return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
-            "micro_batch": cfg.micro_batch}
+            "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
 
 
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
@@ -165,7 +175,7 @@ def fit_runs(runs, gpu_name: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
 
 
-def fit_efficiency(runs, gpu_name: str, fill: str = "one") -> tuple:
+def fit_efficiency(runs, gpu_name: str, fill: str = "search") -> tuple:
     """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
     constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
     ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
