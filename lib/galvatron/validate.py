@@ -8,9 +8,12 @@ batch and TP-inside-a-node rule, with its estimate. It ends with the median and 
 file is one line naming the file, the run and the field (exit 2, ``lib.cli_errors``).
 
 ``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
-"pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
-``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
-documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
+"pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
+"median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
+named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null config fields of a run are filled
+by searching each alone for the fastest setting that fits (``fills.py``; ``filled`` lists them as
+``field=value (searched)``); other null fields get the documented defaults of ``published.py``.
 Used in: benchmarks/bench_practice.py, benchmarks/fit_efficiency.py, tests/galvatron/test_validate.py.
 """
 
@@ -30,6 +33,7 @@ from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
 from .fills import SEARCHED, fill_by_search
+from .ranking import sweeps
 from .stacks import stack_rules
 from .search.rules import ALL_PRESETS, get_rules
 
@@ -92,10 +96,13 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
             est = estimate_run(run, rules)
         except LayoutError as e:  # the run's configuration; any other ValueError is a bug (exit 1)
             raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
+        searched = est.get("searched", {})
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 6),
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
-               "config": to_config(run).label(), "filled": filled(run)}
+               "config": est["config"].label(),
+               "filled": [f"{k}={v} (searched)" for k, v in searched.items()]
+               + [f for f in filled(run) if f.split("=")[0] not in searched]}
         if search:
             best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
@@ -106,7 +113,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
     errs = np.abs([r["error"] for r in rows])
     return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 6),
-            "max_abs_error": round(float(errs.max()), 6)}
+            "max_abs_error": round(float(errs.max()), 6), **sweeps(rows)}
 
 
 def _parser() -> OneLineParser:
@@ -130,6 +137,18 @@ def _table(report: dict) -> str:
                      f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
     lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
                  f"over {len(report['runs'])} runs (tokens/s/GPU)")
+    filled_rows = [r for r in report["runs"] if r["filled"]]
+    if filled_rows:
+        lines.append("filled (not stated by the source):")
+        lines += [f"  {r['name']}: {', '.join(r['filled'])}" for r in filled_rows]
+    if report["sweeps"]:
+        lines.append(f"{'sweep':32s} {'runs':>4s} {'rank corr.':>10s} {'top-1 regret':>12s}  favourite")
+        for s in report["sweeps"]:
+            rho = "-" if s["spearman"] is None else f"{s['spearman']:+.2f}"
+            lines.append(f"{s['sweep']:32s} {s['runs']:4d} {rho:>10s} {s['top1_regret']:12.1%}  {s['favourite']}")
+        rho = report["median_spearman"]
+        lines.append(f"median over {len(report['sweeps'])} sweeps: rank correlation "
+                     f"{'-' if rho is None else f'{rho:+.2f}'}, top-1 regret {report['median_top1_regret']:.1%}")
     return "\n".join(lines)
 
 

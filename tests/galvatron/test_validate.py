@@ -31,10 +31,11 @@ def test_calibration_set_is_the_specs_and_quotes_every_run(runs):
 
 
 def test_must_hold_on_the_calibration_set(runs):
-    """Median |error| <= 15% and largest <= 35% on tokens/s/GPU under practice; every config fits."""
+    """Median |error| <= 10% and largest <= 25% on tokens/s/GPU under practice (issue 34's bar; it was 15% and
+    35%), unstated fields filled by search; every config fits."""
     est = [estimate_run(r, "practice") for r in runs]
     errs = np.abs([e["error"] for e in est])
-    assert np.median(errs) <= 0.15 and errs.max() <= 0.35, dict(zip([r.name for r in runs], errs.round(3)))
+    assert np.median(errs) <= 0.10 and errs.max() <= 0.25, dict(zip([r.name for r in runs], errs.round(3)))
     assert all(e["fits"] for e in est), [r.name for r, e in zip(runs, est) if not e["fits"]]
 
 
