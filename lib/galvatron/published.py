@@ -2,8 +2,10 @@
 README and ``/shared/specs/published_runs.md``), and their conversion to a ``layout.Job`` and
 ``layout.ParallelConfig``.
 
-A field the source does not state is ``null``; the planner fills it with its documented default
-(``DEFAULTS``) and ``filled(run)`` lists what it filled:
+A field the source does not state is ``null``. ``validate`` fills a null config field (``zero``, ``recompute``,
+``sequence_parallel``, ``vp``, ``micro_batch``) by searching it alone for the fastest setting that fits
+(``fills.py``); the documented defaults below (``DEFAULTS``) are the starting point of that search and the
+fill of every other null field, and ``filled(run)`` lists them:
 
 =================== ==================================================================================
 ``vp``              1: plain 1F1B (no interleaving)
