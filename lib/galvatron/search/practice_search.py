@@ -116,8 +116,10 @@ def search_practice(job, rules: CostRules | None = "practice", prune: bool = Tru
 
 def search_top(job, rules: CostRules | None = "practice", k: int = 5) -> tuple:
     """([(config, estimate)] of the ``k`` fastest layouts that fit, fastest first; layouts priced): the
-    search of ``search_practice`` keeping ``k`` instead of one. The same pruning holds with the k-th best as
-    the bar (a group whose bound cannot beat it is skipped); ties keep the layout met first."""
+    search of ``search_practice`` keeping ``k`` instead of one. Layouts that differ only in recompute count
+    once, at the fastest recompute that fits (a slower recompute of the same layout is no alternative). The
+    same pruning holds with the k-th best as the bar (a group whose bound cannot beat it is skipped); ties
+    keep the layout met first."""
     import heapq
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
