@@ -71,3 +71,30 @@ def test_validate_reports_the_sc21_table2_sweeps(capsys):
     code = run_cli(main, ["--runs", str(T2), "--no-search"])
     out = capsys.readouterr().out
     assert "top-1 regret" in out and "median over 5 sweeps" in out
+
+
+BLOOM = ROOT / "data" / "published_runs" / "bloom_topology.json"
+
+
+def test_bloom_tuning_logs_transcribe_their_iteration_times():
+    """BLOOM's tuning notes (chronicles-prequel.md): tokens/s/GPU = GBS x 2048 / (Sec/it x GPUs), each row's
+    Sec/it quoted; six sweeps of one model on one allocation each."""
+    import re
+
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.ranking import sweep_of
+
+    rs = load_runs(str(BLOOM)).runs
+    assert len(rs) == 22 and {r.stack for r in rs} == {"deepspeed"}
+    for r in rs:
+        sec = float(re.search(r"GBS=\d+: ([\d.]+) Sec/it", r.quote).group(1))
+        tok = r.global_batch * 2048 / (sec * r.cluster.gpus)
+        assert r.measured.tokens_per_s_per_gpu == pytest.approx(tok, abs=0.006), r.name
+        assert r.config.tp * r.config.pp * r.config.dp == r.cluster.gpus
+    by = {r.name: r for r in rs}
+    assert by["bloom-prequel-181b-48n#dp8-pp6-mbs4"].quote.count("121.48") == 1
+    sweeps_ = {sweep_of(r.name) for r in rs}
+    assert len(sweeps_) == 6
+    # the fastest measured layout of the 48-node 181B sweep is DP 8, PP 6, micro-batch 4, as the notes conclude
+    s181 = [r for r in rs if sweep_of(r.name) == "bloom-prequel-181b-48n"]
+    assert max(s181, key=lambda r: r.measured.tokens_per_s_per_gpu).name.endswith("dp8-pp6-mbs4")
