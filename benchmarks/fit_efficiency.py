@@ -3,7 +3,7 @@ runs without pipeline parallelism, and report the error on fitted and held-out r
 
     python benchmarks/fit_efficiency.py            # print the fit and the errors
     python benchmarks/fit_efficiency.py --write    # also store the constants in data/hardware/gpus/
-    python benchmarks/fit_efficiency.py --fill planner   # what-if: null micro-batches as the planner picks
+    python benchmarks/fit_efficiency.py --fill one   # what-if: null fields filled with the defaults
 
 Why these runs: with pp = 1 a run's time is compute, tensor-parallel messages and the data-parallel tail, so
 its error says most about compute efficiency; every pipelined run (and both Llama 3 runs) is held out to judge
@@ -34,11 +34,11 @@ RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibr
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="store the constants in data/hardware/gpus/")
-    ap.add_argument("--fill", choices=MICRO_BATCH_FILLS, default="one",
-                    help="how a null micro-batch is filled (validate.MICRO_BATCH_FILLS); only 'one' may --write")
+    ap.add_argument("--fill", choices=MICRO_BATCH_FILLS, default="search",
+                    help="how null fields are filled (validate.MICRO_BATCH_FILLS); only 'search' may --write")
     a = ap.parse_args(argv)
-    if a.write and a.fill != "one":
-        ap.error("--write stores the constants of the documented fill only (--fill one)")
+    if a.write and a.fill != "search":
+        ap.error("--write stores the constants of validate's own fill only (--fill search)")
     runs = load_runs(str(RUNS)).runs
     every = {"fitted": [], "held out": []}
     for name in ("a100-sxm-80gb", "h100-sxm-80gb"):

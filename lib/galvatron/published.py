@@ -2,8 +2,10 @@
 README and ``/shared/specs/published_runs.md``), and their conversion to a ``layout.Job`` and
 ``layout.ParallelConfig``.
 
-A field the source does not state is ``null``; the planner fills it with its documented default
-(``DEFAULTS``) and ``filled(run)`` lists what it filled:
+A field the source does not state is ``null``. ``validate`` fills a null config field (``zero``, ``recompute``,
+``sequence_parallel``, ``vp``, ``micro_batch``) by searching it alone for the fastest setting that fits
+(``fills.py``); the documented defaults below (``DEFAULTS``) are the starting point of that search and the
+fill of every other null field, and ``filled(run)`` lists them:
 
 =================== ==================================================================================
 ``vp``              1: plain 1F1B (no interleaving)
@@ -18,6 +20,8 @@ A field the source does not state is ``null``; the planner fills it with its doc
 ``kv_heads``        ``heads`` (multi-head attention); ``ffn``: 4 x hidden; ``gated_mlp``: false
 ``dropout``         true (Megatron-LM's GPT default, 0.1); an optional field beyond the spec's schema
 ``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR)
+``stack``           ``megatron-lm`` (``stacks.DEFAULT_STACK``; the stacks are ``data/stacks/*.json``);
+                    an optional field beyond the spec's schema
 =================== ==================================================================================
 
 Used in: ``lib/galvatron/validate.py``.
@@ -97,6 +101,7 @@ class Run(_Strict):
     name: str = Field(min_length=1)
     quote: str = Field(min_length=1)
     assumed: list[str] = Field(default_factory=list)
+    stack: Optional[str] = None           # data/stacks/<stack>.json; null: stacks.DEFAULT_STACK
     model: ModelShape
     cluster: Cluster
     global_batch: int = _at_most("global_batch")
@@ -180,7 +185,12 @@ def load_runs(path: str) -> RunsFile:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"{path}: run {dup[0]!r}: field name: appears more than once")
+    from .stacks import stack_names
+
     for r in rf.runs:
+        if r.stack is not None and r.stack not in stack_names():
+            raise UserError(f"{path}: run {r.name!r}: field stack: unknown stack {r.stack!r}; allowed: "
+                            f"{', '.join(stack_names())} (data/stacks/)")
         c = r.config
         n = c.tp * c.pp * c.dp * (c.cp or 1)
         if n != r.cluster.gpus:

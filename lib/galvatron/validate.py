@@ -8,9 +8,12 @@ batch and TP-inside-a-node rule, with its estimate. It ends with the median and 
 file is one line naming the file, the run and the field (exit 2, ``lib.cli_errors``).
 
 ``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
-"pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
-``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
-documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
+"pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
+"median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
+named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null config fields of a run are filled
+by searching each alone for the fastest setting that fits (``fills.py``; ``filled`` lists them as
+``field=value (searched)``); other null fields get the documented defaults of ``published.py``.
 Used in: benchmarks/bench_practice.py, benchmarks/fit_efficiency.py, tests/galvatron/test_validate.py.
 """
 
@@ -29,15 +32,18 @@ from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
+from .fills import SEARCHED, fill_by_search
+from .ranking import sweeps
+from .stacks import stack_rules
 from .search.rules import ALL_PRESETS, get_rules
 
 
 def run_rules(run, rules="practice"):
     """``rules`` as they apply to ``run``: its software stack's fields (``rules.STACK_FIELDS``) from its
-    source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
+    stack (``data/stacks/``, ``stacks.stack_rules``; null: Megatron-LM) and its source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
     ``--tp-comm-overlap``), off where it does not; it acts only with sequence parallelism, so under the
     paper's presets it changes nothing."""
-    rules = get_rules(rules)
+    rules = stack_rules(get_rules(rules), run.stack)
     stated = bool(run.config.tp_comm_overlap)
     if rules.tp_comm_overlap != stated:
         rules = replace(rules, tp_comm_overlap=stated)
@@ -48,16 +54,24 @@ def run_rules(run, rules="practice"):
 #: default of ``published.py``); ``"planner"``, the planner's own choice, the fastest of 1, 2, 4 and 8 that
 #: divides the per-rank batch, leaves at least ``pp`` micro-batches and fits. A what-if for chapter 9's
 #: diagnosis of the H100 fit (Megatron-LM has no default ``--micro-batch-size``: a run states one).
-MICRO_BATCH_FILLS = ("one", "planner")
+MICRO_BATCH_FILLS = ("one", "planner", "search")
+#: ``"search"`` (the default of ``validate``): every null config field filled by searching it alone for the
+#: fastest setting that fits (``fills.py``); ``"one"`` and ``"planner"`` fill the others with the defaults.
 
 
-def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
+def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
     """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
     ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting; ``fill``: see
     ``MICRO_BATCH_FILLS``): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
     if fill not in MICRO_BATCH_FILLS:
         raise ValueError(f"fill must be one of {MICRO_BATCH_FILLS}; got {fill!r}")
     job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
+    if fill == "search":
+        nulls = [f for f in SEARCHED if getattr(run.config, f) is None]
+        cfg, est, values = fill_by_search(job, cfg, nulls, rules)
+        pub = run.measured.tokens_per_s_per_gpu
+        return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
+                "micro_batch": cfg.micro_batch, "config": cfg, "searched": values}
     est = step_estimate(job, cfg, rules)
     if fill == "planner" and run.config.micro_batch is None:
         local = run.global_batch // cfg.dp          # sequences per replica, as the planner counts them
@@ -70,7 +84,7 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
                 est, cfg = e, c
     pub = run.measured.tokens_per_s_per_gpu
     return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
-            "micro_batch": cfg.micro_batch}
+            "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
 
 
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
@@ -82,10 +96,13 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
             est = estimate_run(run, rules)
         except LayoutError as e:  # the run's configuration; any other ValueError is a bug (exit 1)
             raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
+        searched = est.get("searched", {})
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 6),
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
-               "config": to_config(run).label(), "filled": filled(run)}
+               "config": est["config"].label(),
+               "filled": [f"{k}={v} (searched)" for k, v in searched.items()]
+               + [f for f in filled(run) if f.split("=")[0] not in searched]}
         if search:
             best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
@@ -96,7 +113,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
     errs = np.abs([r["error"] for r in rows])
     return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 6),
-            "max_abs_error": round(float(errs.max()), 6)}
+            "max_abs_error": round(float(errs.max()), 6), **sweeps(rows)}
 
 
 def _parser() -> OneLineParser:
@@ -120,6 +137,18 @@ def _table(report: dict) -> str:
                      f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
     lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
                  f"over {len(report['runs'])} runs (tokens/s/GPU)")
+    filled_rows = [r for r in report["runs"] if r["filled"]]
+    if filled_rows:
+        lines.append("filled (not stated by the source):")
+        lines += [f"  {r['name']}: {', '.join(r['filled'])}" for r in filled_rows]
+    if report["sweeps"]:
+        lines.append(f"{'sweep':32s} {'runs':>4s} {'rank corr.':>10s} {'top-1 regret':>12s}  favourite")
+        for s in report["sweeps"]:
+            rho = "-" if s["spearman"] is None else f"{s['spearman']:+.2f}"
+            lines.append(f"{s['sweep']:32s} {s['runs']:4d} {rho:>10s} {s['top1_regret']:12.1%}  {s['favourite']}")
+        rho = report["median_spearman"]
+        lines.append(f"median over {len(report['sweeps'])} sweeps: rank correlation "
+                     f"{'-' if rho is None else f'{rho:+.2f}'}, top-1 regret {report['median_top1_regret']:.1%}")
     return "\n".join(lines)
 
 
@@ -165,7 +194,7 @@ def fit_runs(runs, gpu_name: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
 
 
-def fit_efficiency(runs, gpu_name: str, fill: str = "one") -> tuple:
+def fit_efficiency(runs, gpu_name: str, fill: str = "search") -> tuple:
     """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
     constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
     ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""

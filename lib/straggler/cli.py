@@ -18,7 +18,8 @@ from lib.straggler.settings import MAX_DAYS, MAX_GPUS, MAX_MTBF_GPU_H, MIN_MTBF_
 
 def parse_args(argv=None):
     p = OneLineParser(prog="python -m lib.straggler", description="The five ways to run the same two weeks "
-                                "(too often, Young-Daly, too rarely, Young-Daly + 2% backups, your settings).")
+                                "(too often, Young-Daly, too rarely, Young-Daly + 2% backups, your settings).",
+                     epilog="'python -m lib.straggler production --help': the models against published figures.")
     p.add_argument("--gpus", type=int, default=16_384, help="GPUs in the cluster (default 16384)")
     p.add_argument("--interval", type=float, default=120.0, help="your checkpoint interval, minutes (default 120)")
     p.add_argument("--backups", type=float, default=0.0,
@@ -37,8 +38,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done."""
-    return run_cli(_main, argv)
+    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done. ``production`` as
+    the first argument runs :mod:`lib.straggler.production_cli` instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["production"]:
+        from lib.straggler import production_cli
+
+        return run_cli(production_cli.main, args[1:])
+    return run_cli(_main, args)
 
 
 def _main(argv=None) -> int:

@@ -181,8 +181,14 @@ class RunPlan:
         return range(start, start + self.pp_division[stage])
 
     def label(self) -> str:
+        """The plan's identity in run logs and results: ``pp1[1-2,2*-1] B=16 m=1`` (one tp-dp code per layer).
+        What a reader sees is :meth:`summary`, in the strategy codes of chapters 5 to 7."""
         body = ",".join(s.label() for s in self.layers)
         return f"pp{self.pp}[{body}] B={self.global_bsz} m={self.chunks}"
+
+    def summary(self) -> str:
+        """The plan as the search prints it (``Plan.summary``): ``B=16, pp=1, chunks=1: 2x 1-1-2, 2x 1-2-1``."""
+        return summary_of_label(self.label())
 
     def to_dict(self) -> dict:
         return {"world_size": self.world_size, "pp": self.pp, "layers": [s.to_dict() for s in self.layers],
@@ -275,3 +281,24 @@ def load_plan(d: dict, world_size: int | None = None, source: str = "plan") -> R
     if not isinstance(d, dict):
         raise UserError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
     return RunPlan.from_dict(d, source) if "layers" in d else from_galvatron_dict(d, world_size, source)
+
+
+_LABEL = re.compile(r"pp(\d+)\[([^\]]*)\] B=(\d+) m=(\d+)")
+
+
+def summary_of_label(label: str) -> str:
+    """A plan's ``RunPlan.label`` (as run logs and results keep it) in the search's notation (``Plan.summary``):
+    each layer's full strategy code ``pp-tp-dp`` (chapter 5), runs of equal layers counted, e.g.
+    ``pp1[1-2,1-2,2-1] B=8 m=1`` -> ``B=8, pp=1, chunks=1: 2x 1-1-2, 1x 1-2-1``. Anything else is returned as
+    it is."""
+    m = _LABEL.fullmatch(label.strip()) if isinstance(label, str) else None
+    if m is None:
+        return label
+    pp, body, bsz, chunks = m.groups()
+    runs: list[list] = []
+    for code in (f"{pp}-{c}" for c in body.split(",") if c):
+        if runs and runs[-1][1] == code:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, code])
+    return f"B={bsz}, pp={pp}, chunks={chunks}: " + ", ".join(f"{n}x {c}" for n, c in runs)

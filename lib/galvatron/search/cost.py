@@ -430,8 +430,11 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if key in dp_s:
             continue
         if rules.zero_stages:
+            # a stack whose ZeRO-3 collectives run as flat rings (rules.STACK_FIELDS) moves each GPU's
+            # whole buffer through its own port, however many GPUs of a node share the group
+            flat = rules.flat_zero3_collectives and zero == 3
             dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
-                                    layers[i] * (bwd + recomp), m, d, tp, net, hier)
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat)
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

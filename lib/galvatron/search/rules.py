@@ -57,9 +57,10 @@ stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
 uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
 size as a search dimension (``micro_batch_search``) and the attention kernel's own efficiency
-(``attention_efficiency``). One more field says what a job's software stack does (``STACK_FIELDS``:
-``tp_comm_overlap``, TP messages overlapped with the GEMMs); it is off in every preset and set per run by
-``validate.run_rules`` where the run's source states it. They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+(``attention_efficiency``). Two more fields say what a job's software stack does (``STACK_FIELDS``:
+``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
+as flat rings at the port's speed); they are off in every preset and set per run by ``validate.run_rules``
+from the run's source and its stack (``data/stacks/``). They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
 memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
@@ -123,6 +124,7 @@ class CostRules:
     attention_efficiency: bool = False
     embedding_and_head: bool = False
     tp_comm_overlap: bool = False
+    flat_zero3_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -273,7 +275,10 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: default of the stacks: Megatron-Core's ``--tp-comm-overlap`` is off unless given), set per run from its
 #: source by ``validate.run_rules``. ``tp_comm_overlap``: with sequence parallelism, the TP all-gathers and
 #: reduce-scatters pipelined with the GEMMs around them (only what outlasts them stays exposed).
-STACK_FIELDS = ("tp_comm_overlap",)
+#: ``flat_zero3_collectives``: ZeRO-3's parameter all-gathers and gradient reduce-scatters over a group that
+#: spans nodes run as one flat ring at each GPU's port speed, not hierarchically (``data/stacks/``: the
+#: DeepSpeed ZeRO-3 of SC'21's Table 2).
+STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
