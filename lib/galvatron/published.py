@@ -53,6 +53,10 @@ LIMITS = {"layers": 4096, "hidden": 1 << 19, "heads": 1 << 12, "kv_heads": 1 << 
           "vocab": 1 << 23, "seq_len": 1 << 22, "gpus": 1 << 20, "gpus_per_node": 1 << 10,
           "global_batch": 1 << 24}
 
+#: A Hugging Face ``config.json``'s names for those sizes (``job_plan.read_model`` reads them with these bounds).
+HF_FIELDS = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
+             "num_key_value_heads": "kv_heads", "intermediate_size": "ffn", "vocab_size": "vocab"}
+
 
 def _at_most(name: str, **kw):
     return Field(ge=1, le=LIMITS[name], **kw)
