@@ -147,6 +147,31 @@ def test_plan_reads_the_gpu_count_as_run_does(tmp_path):
     assert_one_line(rc, err, "plan.json", "no world_size (nor n_gpus)", "allowed: a world_size field")
 
 
+@pytest.mark.parametrize("ws, pp, tp, bsz, chunks", [
+    (ws, pp, tp, bsz, m) for ws in (1, 2, 4) for pp in (1, 2) for tp in (1, 2) for bsz in (2, 6, 8)
+    for m in (1, 2, 3) if pp * tp <= ws])
+def test_plan_prints_a_run_command_only_for_a_plan_run_starts(tmp_path, ws, pp, tp, bsz, chunks):
+    """``plan --print-torchrun`` and ``run`` agree on every plan of a grid: the command is printed exactly when
+    the runtime's checks pass (the model's head count aside: 4 heads, which every tp here divides)."""
+    from lib.galvatron.runtime.plan import load_plan, validated
+
+    doc = {**PLAN, "world_size": ws, "pp_deg": pp, "tp_sizes_enc": f"{tp},{tp}", "global_bsz": bsz,
+           "chunks": chunks}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(doc))
+    try:
+        load_plan(validated(doc, "plan.json"), ws, "plan.json").validate(4, 2, ws)
+        runs = None
+    except UserError as e:
+        runs = str(e)
+    rc, out, err = _galvatron(["plan", "--plan", str(p), "--print-torchrun"])
+    if runs is None:
+        assert rc == 0 and "torchrun" in out and not err, err
+    else:
+        assert_one_line(rc, err, "plan.json")  # the runtime's reason, or the published format's own before it
+        assert out == ""
+
+
 def test_the_search_plan_reader_applies_the_same_check():
     from lib.galvatron.search.plan import Plan
 
