@@ -228,7 +228,9 @@ def _plan_cmd(args) -> int:
 
         if args.search not in model_names():
             raise UserError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
-        check_int("--gpus", args.gpus, 1, 65536)
+        from .search.engine import check_gpus
+
+        check_gpus(check_int("--gpus", args.gpus, 1), "--gpus")  # within the range the search tries
         check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
         if args.print_torchrun and args.gpus % args.nnodes:
             raise UserError(f"--nnodes {args.nnodes} does not divide --gpus {args.gpus}; allowed: a divisor")
@@ -254,6 +256,14 @@ def _plan_cmd(args) -> int:
     if args.print_torchrun and (args.nnodes > plan.world_size or plan.world_size % args.nnodes):
         raise UserError(f"--nnodes {args.nnodes} does not divide the plan's {plan.world_size} GPUs; allowed: "
                         f"a divisor of {plan.world_size}")
+    if args.print_torchrun:  # the command must start a run: the runtime's own check, before it is printed
+        from .runtime.plan import load_plan
+
+        try:
+            load_plan(plan.to_dict(), plan.world_size, os.path.basename(path)).check_runnable()
+        except UserError as e:
+            raise UserError(f"--print-torchrun: run would refuse {path}: {e}; allowed: a plan run can start "
+                            f"(or describe this one without --print-torchrun)") from None
     print(plan.summary())
     if args.print_torchrun:
         print(plan.to_torchrun(path, nnodes=args.nnodes, device=args.device))

@@ -49,10 +49,14 @@ def read_model(spec: str, seq_len: int):
     if not isinstance(cfg, dict):
         raise UserError(f"--model {spec}: the config must be a JSON object")
 
+    from .published import HF_FIELDS, LIMITS  # the published runs' bounds: one check for every model read
+
     def field(name, default=None):
         v = cfg.get(name, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise UserError(f"--model {spec}: field {name}: must be an integer >= 1; got {v!r}")
+        hi = LIMITS[HF_FIELDS[name]]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+            raise UserError(f"--model {spec}: field {name}: {v!r}; allowed: an integer in [1, {hi}] (far beyond "
+                            f"any published run; larger is a typo)")
         return v
 
     layers, hidden, heads = field("num_hidden_layers"), field("hidden_size"), field("num_attention_heads")

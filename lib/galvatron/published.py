@@ -46,22 +46,38 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+#: Upper bounds of a published run's sizes, each far beyond the largest run any source reports (Llama 3 405B:
+#: 126 layers, hidden 16384, 128 heads, 16,384 GPUs; PaLM: vocab 256k); beyond them a file holds a typo, and
+#: the cost model's estimate underflows (10^9 layers was "0.0 tokens/s" with exit 0).
+LIMITS = {"layers": 4096, "hidden": 1 << 19, "heads": 1 << 12, "kv_heads": 1 << 12, "ffn": 1 << 21,
+          "vocab": 1 << 23, "seq_len": 1 << 22, "gpus": 1 << 20, "gpus_per_node": 1 << 10,
+          "global_batch": 1 << 24}
+
+#: A Hugging Face ``config.json``'s names for those sizes (``job_plan.read_model`` reads them with these bounds).
+HF_FIELDS = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
+             "num_key_value_heads": "kv_heads", "intermediate_size": "ffn", "vocab_size": "vocab"}
+
+
+def _at_most(name: str, **kw):
+    return Field(ge=1, le=LIMITS[name], **kw)
+
+
 class ModelShape(_Strict):
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: Optional[int] = Field(default=None, ge=1)
-    ffn: Optional[int] = Field(default=None, ge=1)
+    layers: int = _at_most("layers")
+    hidden: int = _at_most("hidden")
+    heads: int = _at_most("heads")
+    kv_heads: Optional[int] = _at_most("kv_heads", default=None)
+    ffn: Optional[int] = _at_most("ffn", default=None)
     gated_mlp: Optional[bool] = None
     dropout: Optional[bool] = None
-    vocab: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
+    vocab: int = _at_most("vocab")
+    seq_len: int = _at_most("seq_len")
 
 
 class Cluster(_Strict):
     gpu: Literal["a100-sxm-80gb", "h100-sxm-80gb"]
-    gpus: int = Field(ge=1)
-    gpus_per_node: Optional[int] = Field(default=None, ge=1)
+    gpus: int = _at_most("gpus")
+    gpus_per_node: Optional[int] = _at_most("gpus_per_node", default=None)
     fabric_gb_s_per_gpu: Optional[float] = Field(default=None, gt=0)
 
 
@@ -92,7 +108,7 @@ class Run(_Strict):
     stack: Optional[str] = None           # data/stacks/<stack>.json; null: stacks.DEFAULT_STACK
     model: ModelShape
     cluster: Cluster
-    global_batch: int = Field(ge=1)
+    global_batch: int = _at_most("global_batch")
     precision: Literal["bf16", "fp16"]
     config: Config
     measured: Measured
@@ -114,7 +130,44 @@ def _describe(e: ValidationError, runs_raw) -> tuple[str, str]:
         run = f"run {name!r}" if name else f"run #{i}"
         loc = loc[2:]
     field = ".".join(str(x) for x in loc) or "(top level)"
-    return run, f"field {field}: {err['msg']}"
+    value = f"{_short(err['input'])}: " if err["type"] not in ("missing", "extra_forbidden") else ""
+    why = ""
+    if err["type"] == "less_than_equal" and loc and loc[-1] in LIMITS:
+        why = " (far beyond any published run; larger is a typo)"
+    return run, f"field {field}: {value}{err['msg']}{why}"
+
+
+def _short(v) -> str:
+    text = json.dumps(v) if isinstance(v, (int, float, str, bool)) or v is None else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_shape(path: str, run: Run) -> None:
+    """The model's heads split its hidden size and its key-value heads split its heads (what ``to_shape``
+    needs); a :class:`UserError` naming the file, the run and the field otherwise."""
+    m = run.model
+    if m.hidden % m.heads:
+        raise UserError(f"{path}: run {run.name!r}: field model.heads: {m.heads} does not divide model.hidden "
+                        f"{m.hidden}; allowed: a divisor of hidden (each head is hidden / heads wide)")
+    kv = m.kv_heads or m.heads
+    if m.heads % kv:
+        raise UserError(f"{path}: run {run.name!r}: field model.kv_heads: {kv} does not divide model.heads "
+                        f"{m.heads}; allowed: a divisor of heads (grouped-query attention)")
+
+
+def check_config(path: str, run: Run) -> None:
+    """The run's configuration against its model and batch (``layout.check_layout``, with the embedding's and
+    the head's chunks allowed as the most lenient rules allow them); a :class:`UserError` naming the file, the
+    run and the field, as ``validate`` names a configuration its rules refuse."""
+    from .search.layout import LayoutError, check_layout
+
+    c = run.config
+    if c.tp * c.pp * c.dp * (c.cp or 1) != run.cluster.gpus:
+        return  # the GPU count's own line comes from load_runs
+    try:
+        check_layout(to_job(run, gpu=False), to_config(run), spare_chunks=2)
+    except LayoutError as e:
+        raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
 
 
 def load_runs(path: str) -> RunsFile:
@@ -129,6 +182,9 @@ def load_runs(path: str) -> RunsFile:
     except ValidationError as e:
         run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
         raise UserError(f"{path}: {run + ': ' if run else ''}{what}") from None
+    for r in rf.runs:  # before any estimate: a tool's progress bar never comes before the line
+        check_shape(path, r)
+        check_config(path, r)
     names = [r.name for r in rf.runs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

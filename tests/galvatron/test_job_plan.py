@@ -121,7 +121,10 @@ def test_bad_models_name_the_file_or_field(tmp_path, capsys):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({**LLAMA8B, "hidden_size": "big"}))
     code, _, err = _cli(base + ["--model", str(bad)], capsys)
-    assert code == 2 and "field hidden_size: must be an integer >= 1" in err
+    assert code == 2 and "field hidden_size: 'big'; allowed: an integer in [1, " in err
+    bad.write_text(json.dumps({**LLAMA8B, "num_hidden_layers": 10**9}))  # issue 38: validate's bounds here too
+    code, _, err = _cli(base + ["--model", str(bad)], capsys)
+    assert code == 2 and "field num_hidden_layers: 1000000000; allowed: an integer in [1, 4096]" in err
     code, _, err = _cli(["plan", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "2048"], capsys)
     assert code == 2 and "--global-batch: required with --model" in err
     code, _, err = _cli(["plan", "--model", "llama3-405b", "--gpus", "8", "--global-batch", "8",
