@@ -34,7 +34,7 @@ def read_model(spec: str, seq_len: int):
     ``seq_len`` tokens; UserError naming ``--model`` or the config's field."""
     import os
 
-    from .search.analytic import SHAPES, TransformerShape
+    from .search.analytic import SHAPES
 
     if spec in SHAPES:
         return replace(SHAPES[spec], seq_len=seq_len)
@@ -46,22 +46,31 @@ def read_model(spec: str, seq_len: int):
             cfg = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"--model {spec}: not a readable JSON file ({type(e).__name__})") from None
-    if not isinstance(cfg, dict):
-        raise UserError(f"--model {spec}: the config must be a JSON object")
+    return shape_from_config(cfg, os.path.basename(spec), seq_len, where=f"--model {spec}")
 
-    def field(name, default=None):
-        v = cfg.get(name, default)
+
+def shape_from_config(cfg, name: str, seq_len: int, where: str = "--model"):
+    """The ``TransformerShape`` of a Hugging Face config's fields (a dict) at ``seq_len`` tokens; UserError
+    naming ``where`` and the field. Used by :func:`read_model` and the chapter's "plan your own job" widget
+    (``widgets.PlanYourJob``)."""
+    from .search.analytic import TransformerShape
+
+    if not isinstance(cfg, dict):
+        raise UserError(f"{where}: the config must be a JSON object")
+
+    def field(key, default=None):
+        v = cfg.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise UserError(f"--model {spec}: field {name}: must be an integer >= 1; got {v!r}")
+            raise UserError(f"{where}: field {key}: must be an integer >= 1; got {v!r}")
         return v
 
     layers, hidden, heads = field("num_hidden_layers"), field("hidden_size"), field("num_attention_heads")
     kv = field("num_key_value_heads", heads)
     if hidden % heads or heads % kv:
-        raise UserError(f"--model {spec}: field num_attention_heads: {heads} must divide hidden_size {hidden} "
+        raise UserError(f"{where}: field num_attention_heads: {heads} must divide hidden_size {hidden} "
                         f"and be a multiple of num_key_value_heads {kv}")
     act = str(cfg.get("hidden_act", cfg.get("activation_function", "gelu"))).lower()
-    return TransformerShape(os.path.basename(spec), layers, hidden, heads, seq_len,
+    return TransformerShape(name, layers, hidden, heads, seq_len,
                             ffn_hidden=field("intermediate_size", 4 * hidden), vocab=field("vocab_size"),
                             gated_mlp=act in GATED_ACTS, n_kv_heads=kv)
 
