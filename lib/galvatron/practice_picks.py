@@ -140,3 +140,22 @@ def held_out_error(path=None) -> float:
     sources no constant was fitted to) under ``practice``, their fields filled by search."""
     runs = load_runs(str(path or RUNS_DIR / "heldout.json")).runs
     return float(np.median([abs(estimate_run(r, "practice")["error"]) for r in runs]))
+
+
+def errors_without_rule(path, field: str) -> dict:
+    """{run name: error} of the runs of ``path`` whose stack sets ``field`` (a ``CostRules`` flag chosen on
+    them), priced as ``validate`` prices them but with ``field`` off: what the rule was chosen to fix."""
+    from dataclasses import replace
+
+    from .search.cost import step_estimate
+    from .validate import run_rules
+
+    out = {}
+    for run in load_runs(str(path)).runs:
+        rules = run_rules(run, "practice")
+        if not getattr(rules, field):
+            continue
+        cfg = estimate_run(run, "practice")["config"]
+        est = step_estimate(to_job(run), cfg, replace(rules, **{field: False}))
+        out[run.name] = est["tokens_per_s_per_gpu"] / run.measured.tokens_per_s_per_gpu - 1
+    return out

@@ -75,3 +75,12 @@ def test_sweep_figure_marks_the_favourite(sweeps):
     assert fig.layout.annotations[0].x == fav
     widths = list(fig.data[1].marker.line.width)
     assert sum(w > 0 for w in widths) == 1
+
+
+def test_errors_without_the_flat_zero3_rule_are_too_fast_and_cover_only_its_runs():
+    out = pp.errors_without_rule(pp.RUNS_DIR / "sc21_table2.json", "flat_zero3_collectives")
+    assert sorted(out) == sorted(n for n in pp.chosen_on() if n.startswith("sc21-t2"))
+    assert all(v > 0 for v in out.values())
+    # the rule is chosen, not fitted: with it on, the same rows are closer
+    rows = {r["name"]: r["error"] for r in pp.sweep_report(("sc21_table2.json",))["rows"]}
+    assert max(abs(rows[n]) for n in out) < max(out.values())
