@@ -34,7 +34,7 @@ def read_model(spec: str, seq_len: int):
     ``seq_len`` tokens; UserError naming ``--model`` or the config's field."""
     import os
 
-    from .search.analytic import SHAPES, TransformerShape
+    from .search.analytic import SHAPES
 
     if spec in SHAPES:
         return replace(SHAPES[spec], seq_len=seq_len)
@@ -46,26 +46,34 @@ def read_model(spec: str, seq_len: int):
             cfg = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"--model {spec}: not a readable JSON file ({type(e).__name__})") from None
+    return shape_from_config(cfg, os.path.basename(spec), seq_len, where=f"--model {spec}")
+
+
+def shape_from_config(cfg, name: str, seq_len: int, where: str = "--model"):
+    """The ``TransformerShape`` of a Hugging Face config's fields (a dict) at ``seq_len`` tokens; UserError
+    naming ``where`` and the field. Used by :func:`read_model` and the chapter's "plan your own job" widget
+    (``widgets.PlanYourJob``)."""
+    from .model_limits import HF_FIELDS, LIMITS
+    from .search.analytic import TransformerShape
+
     if not isinstance(cfg, dict):
-        raise UserError(f"--model {spec}: the config must be a JSON object")
+        raise UserError(f"{where}: the config must be a JSON object")
 
-    from .published import HF_FIELDS, LIMITS  # the published runs' bounds: one check for every model read
-
-    def field(name, default=None):
-        v = cfg.get(name, default)
-        hi = LIMITS[HF_FIELDS[name]]
+    def field(key, default=None):
+        v = cfg.get(key, default)
+        hi = LIMITS[HF_FIELDS[key]]
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
-            raise UserError(f"--model {spec}: field {name}: {v!r}; allowed: an integer in [1, {hi}] (far beyond "
+            raise UserError(f"{where}: field {key}: {v!r}; allowed: an integer in [1, {hi}] (far beyond "
                             f"any published run; larger is a typo)")
         return v
 
     layers, hidden, heads = field("num_hidden_layers"), field("hidden_size"), field("num_attention_heads")
     kv = field("num_key_value_heads", heads)
     if hidden % heads or heads % kv:
-        raise UserError(f"--model {spec}: field num_attention_heads: {heads} must divide hidden_size {hidden} "
+        raise UserError(f"{where}: field num_attention_heads: {heads} must divide hidden_size {hidden} "
                         f"and be a multiple of num_key_value_heads {kv}")
     act = str(cfg.get("hidden_act", cfg.get("activation_function", "gelu"))).lower()
-    return TransformerShape(os.path.basename(spec), layers, hidden, heads, seq_len,
+    return TransformerShape(name, layers, hidden, heads, seq_len,
                             ffn_hidden=field("intermediate_size", 4 * hidden), vocab=field("vocab_size"),
                             gated_mlp=act in GATED_ACTS, n_kv_heads=kv)
 

@@ -35,6 +35,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lib.cli_errors import UserError
+from .model_limits import HF_FIELDS, LIMITS  # re-exported: the one set of size bounds
 
 FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
 DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0, "recompute": "none", "cp": 1,
@@ -44,18 +45,6 @@ DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0,
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-#: Upper bounds of a published run's sizes, each far beyond the largest run any source reports (Llama 3 405B:
-#: 126 layers, hidden 16384, 128 heads, 16,384 GPUs; PaLM: vocab 256k); beyond them a file holds a typo, and
-#: the cost model's estimate underflows (10^9 layers was "0.0 tokens/s" with exit 0).
-LIMITS = {"layers": 4096, "hidden": 1 << 19, "heads": 1 << 12, "kv_heads": 1 << 12, "ffn": 1 << 21,
-          "vocab": 1 << 23, "seq_len": 1 << 22, "gpus": 1 << 20, "gpus_per_node": 1 << 10,
-          "global_batch": 1 << 24}
-
-#: A Hugging Face ``config.json``'s names for those sizes (``job_plan.read_model`` reads them with these bounds).
-HF_FIELDS = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
-             "num_key_value_heads": "kv_heads", "intermediate_size": "ffn", "vocab_size": "vocab"}
 
 
 def _at_most(name: str, **kw):
