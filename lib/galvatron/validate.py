@@ -11,6 +11,7 @@ file is one line naming the file, the run and the field (exit 2, ``lib.cli_error
 "pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
 "median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
 named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+``--with NAME`` switches a candidate mechanism on (``rules.CANDIDATE_FIELDS``: off in every preset).
 ``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null config fields of a run are filled
 by searching each alone for the fastest setting that fits (``fills.py``; ``filled`` lists them as
 ``field=value (searched)``); other null fields get the documented defaults of ``published.py``.
@@ -35,7 +36,7 @@ from .published import filled, load_runs, to_config, to_job
 from .fills import SEARCHED, fill_by_search
 from .ranking import sweeps
 from .stacks import stack_rules
-from .search.rules import ALL_PRESETS, get_rules
+from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, get_rules
 
 
 def run_rules(run, rules="practice"):
@@ -123,6 +124,8 @@ def _parser() -> OneLineParser:
     ap.add_argument("--rules", default="practice", help=f"cost rules: one of {sorted(ALL_PRESETS)}")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-search", action="store_true", help="skip the planner's own picks")
+    ap.add_argument("--with", dest="with_", action="append", default=[], metavar="NAME",
+                    help=f"switch a candidate mechanism on (one of {', '.join(CANDIDATE_FIELDS)}; repeatable)")
     ap.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
     return ap
 
@@ -157,10 +160,16 @@ def main(argv) -> int:
     a = _parser().parse_args(argv)
     if a.rules not in ALL_PRESETS:
         raise UserError(f"--rules: unknown rules {a.rules!r}; allowed: {', '.join(sorted(ALL_PRESETS))}")
+    rules = get_rules(a.rules)
+    for name in a.with_:
+        if name not in CANDIDATE_FIELDS:
+            raise UserError(f"--with: unknown mechanism {name!r}; allowed: {', '.join(CANDIDATE_FIELDS)}")
+    if a.with_:
+        rules = rules.with_(name="+".join([rules.name] + a.with_), **{f: True for f in a.with_})
     runs = []
     for path in a.runs:
         runs += [(path, r) for r in load_runs(path).runs]
-    report = validate_runs(runs, a.rules, search=not a.no_search)
+    report = validate_runs(runs, rules, search=not a.no_search)
     print(json.dumps(report) if a.json else _table(report))
     return 0
 
@@ -183,8 +192,11 @@ def ablation(runs, start="vldb2023") -> list[dict]:
     return rows
 
 
-def with_efficiency(gpu, peak_fraction: float, knee: float):
-    """``gpu`` with other efficiency constants (for fitting)."""
+def with_efficiency(gpu, peak_fraction: float, knee: float, quantized: bool = False):
+    """``gpu`` with other efficiency constants (for fitting); ``quantized``: the constants used with
+    ``rules.wave_quantization`` on."""
+    if quantized:
+        return replace(gpu, quantized=(peak_fraction, knee))
     return replace(gpu, peak_fraction=peak_fraction, knee=knee)
 
 
@@ -194,10 +206,11 @@ def fit_runs(runs, gpu_name: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
 
 
-def fit_efficiency(runs, gpu_name: str, fill: str = "search") -> tuple:
+def fit_efficiency(runs, gpu_name: str, fill: str = "search", rules="practice") -> tuple:
     """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
     constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
-    ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
+    ``fit_runs`` (``rules``: another rule set to fit under, e.g. with a candidate mechanism on). Used in:
+    benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
     import math
 
     from .search.efficiency import fit, load_gpu
@@ -208,8 +221,8 @@ def fit_efficiency(runs, gpu_name: str, fill: str = "search") -> tuple:
         raise ValueError(f"no published run without pipeline parallelism on {gpu_name} to fit to")
 
     def objective(p, k):
-        g = with_efficiency(gpu, p, k)
-        return float(np.mean([math.log1p(estimate_run(r, "practice", g, fill)["error"]) ** 2 for r in chosen]))
+        g = with_efficiency(gpu, p, k, get_rules(rules).wave_quantization)
+        return float(np.mean([math.log1p(estimate_run(r, rules, g, fill)["error"]) ** 2 for r in chosen]))
 
     p, k, v = fit(objective)
     return p, k, math.sqrt(v), [r.name for r in chosen]

@@ -125,6 +125,8 @@ class CostRules:
     embedding_and_head: bool = False
     tp_comm_overlap: bool = False
     flat_zero3_collectives: bool = False
+    wave_quantization: bool = False
+    measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -161,7 +163,7 @@ class CostRules:
         if not isinstance(self.sdp_gather_per_chunk, bool):
             raise ValueError(f"CostRules.sdp_gather_per_chunk must be True or False; "
                              f"got {self.sdp_gather_per_chunk!r}")
-        for f in MECHANISM_FIELDS + STACK_FIELDS:
+        for f in MECHANISM_FIELDS + STACK_FIELDS + CANDIDATE_FIELDS:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"CostRules.{f} must be True or False; got {getattr(self, f)!r}")
         if self.grad_reduce_bytes not in (2, 4) or isinstance(self.grad_reduce_bytes, bool):
@@ -279,6 +281,14 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: spans nodes run as one flat ring at each GPU's port speed, not hierarchically (``data/stacks/``: the
 #: DeepSpeed ZeRO-3 of SC'21's Table 2).
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives")
+#: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
+#: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
+#: ``wave_quantization``: every GEMM of a layer at the GPU's fitted efficiency times its tile- and
+#: wave-quantization factor (``quantization.py``: tiles of the GPU's ``gemm_tile`` in waves of its ``sms``).
+#: ``measured_collectives``: the hierarchical network's collectives at the bus bandwidth and latency that
+#: published collective benchmarks measured for the fabric, as functions of ranks and nodes
+#: (``data/hardware/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
+CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
