@@ -11,6 +11,10 @@ file is one line naming the file, the run and the field (exit 2, ``lib.cli_error
 "pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
 "median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
 named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+With the picks, each row has ``lead`` (the pick's estimate over the published configuration's, with its range
+under the model's stated uncertainty, ``plausibility.lead_range``: {"lead", "low", "high", "real"}) and
+``plausibility`` (the pick's MFU against the best published for its GPU type and stack,
+``plausibility.mfu_check``); both null without the picks.
 ``--with NAME`` switches a candidate mechanism on (``rules.CANDIDATE_FIELDS``: off in every preset).
 ``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null config fields of a run are filled
 by searching each alone for the fastest setting that fits (``fills.py``; ``filled`` lists them as
@@ -34,6 +38,7 @@ from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
 from .fills import SEARCHED, fill_by_search
+from .plausibility import lead_range, mfu_check, stated_error
 from .ranking import sweeps
 from .stacks import stack_rules
 from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, get_rules
@@ -88,6 +93,20 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
             "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
 
 
+def best_mfu(gpu: str, stack):
+    """The best published MFU on ``gpu`` for ``stack`` (null: Megatron-LM), cached per call site."""
+    from .job_plan import best_published_mfu
+    from .stacks import DEFAULT_STACK
+
+    key = (gpu, stack or DEFAULT_STACK)
+    if key not in _BEST:
+        _BEST[key] = best_published_mfu(*key)
+    return _BEST[key]
+
+
+_BEST: dict = {}
+
+
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
     """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring."""
     rules = get_rules(rules)
@@ -103,12 +122,17 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
                "config": est["config"].label(),
                "filled": [f"{k}={v} (searched)" for k, v in searched.items()]
-               + [f for f in filled(run) if f.split("=")[0] not in searched]}
+               + [f for f in filled(run) if f.split("=")[0] not in searched], "lead": None,
+               "plausibility": None}
         if search:
             best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
                 row["pick"] = best.label()
                 row["pick_estimate"] = round(best_est["tokens_per_s_per_gpu"], 3)
+                err = stated_error(run.cluster.gpu)
+                row["lead"] = lead_range(best_est["tokens_per_s_per_gpu"], est["tokens_per_s_per_gpu"], err)
+                mfu = best_est["tflops_per_gpu"] * 1e12 / to_job(run).gpu.flops(run.precision)
+                row["plausibility"] = mfu_check(round(mfu, 4), best_mfu(run.cluster.gpu, run.stack), err)
         rows.append(row)
     # 6 decimals, so the text's one-decimal percentages round once, as the chapters' tables do (4 decimals
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
@@ -136,6 +160,10 @@ def _table(report: dict) -> str:
              f"pick (estimate)"]
     for r in report["runs"]:
         pick = "-" if r["pick"] is None else f"{r['pick']} ({r['pick_estimate']:.1f})"
+        if r["lead"] is not None:
+            ld, pl = r["lead"], r["plausibility"]
+            pick += (f" lead {ld['lead']:+.0%} [{ld['low']:+.0%}, {ld['high']:+.0%}]"
+                     + ("" if ld["real"] else " not real") + (" IMPLAUSIBLE MFU" if pl["implausible"] else ""))
         lines.append(f"{r['name']:26s} {r['published']:10.1f} {r['estimate']:10.1f} {r['error']:+7.1%} "
                      f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
     lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
