@@ -250,11 +250,22 @@ def network_of(job, rules: CostRules | None = None):
     g = job.gpu
     # without the hierarchical network, bandwidth only: the layer-wise model's ms per MB has no latency
     lat = rules.hierarchical_network
-    return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
-                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency,
-                       nvlink_latency=g.nvlink_latency_s if lat else 0.0,
-                       port_latency=g.port_latency_s if lat else 0.0,
-                       oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
+    net = col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
+                      port_bw=job.port_gb_s * 1e9 * g.link_efficiency,
+                      nvlink_latency=g.nvlink_latency_s if lat else 0.0,
+                      port_latency=g.port_latency_s if lat else 0.0,
+                      oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
+    if rules.measured_collectives and rules.hierarchical_network:
+        # the fabric's published achieved bandwidth by nodes spanned, of the line rate (fabrics.py), the
+        # node's published NVLink all-reduce bus bandwidth, NCCL's tree latency for inter-node all-reduces
+        from dataclasses import replace as _replace
+
+        from . import fabrics as fb
+
+        net = _replace(net, port_bw=job.port_gb_s * 1e9,
+                       port_fraction_points=fb.fraction_points(fb.fabric_for(g.name)),
+                       nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
+    return net
 
 
 def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
