@@ -70,7 +70,7 @@ def main(argv=None):
             write_text(str(path), json.dumps(d, indent=2) + "\n")
     if a.write and a.with_ is None:
         # the model's stated uncertainty per GPU type (lib/galvatron/plausibility.py), under the stored constants
-        from lib.galvatron.plausibility import heldout_error
+        from lib.galvatron.validate import heldout_error
 
         for name in ("a100-sxm-80gb", "h100-sxm-80gb"):
             med, names = heldout_error(name)

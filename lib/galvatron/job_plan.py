@@ -24,6 +24,8 @@ from dataclasses import asdict, replace
 
 from lib.cli_errors import UserError, check_int
 
+from .plausibility import best_published_mfu  # noqa: F401  (re-exported: plan's report names it)
+
 GATED_ACTS = ("silu", "swiglu", "swish")
 KINDS = ("gemm", "attention", "recompute", "tp", "head", "bubble", "p2p", "dp", "other")
 FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
@@ -95,7 +97,7 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     from .practice_report import breakdown
     from .search.practice_search import search_top
     from .search.rules import PRACTICE
-    from .plausibility import lead_range, mfu_check, stated_error
+    from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
     from .stacks import DEFAULT_STACK, stack_rules
 
     check_int("--top", top, 1, 100)
@@ -132,29 +134,6 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
             "layouts": rows, "best_published_mfu": best, "stated_error": err, "lead_over_second": lead,
             "megatron": megatron_flags(job, first, first_est), "nemo": nemo_settings(job, first),
             "torchtitan": torchtitan_toml(job, first)}
-
-
-def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
-    """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
-    ``gpu`` (and ``stack``, where given; a run's null stack is Megatron-LM), each from its published
-    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None."""
-    from pathlib import Path
-
-    from .published import load_runs, to_shape
-    from .search.cost import model_flops_per_token
-    from .search.efficiency import load_gpu
-    from .stacks import DEFAULT_STACK
-
-    peak = load_gpu(gpu).flops("bf16")
-    best = None
-    for f in sorted((Path(__file__).resolve().parents[2] / "data" / "published_runs").glob("*.json")):
-        for r in load_runs(str(f)).runs:
-            if r.cluster.gpu != gpu or (stack is not None and (r.stack or DEFAULT_STACK) != stack):
-                continue
-            mfu = r.measured.tokens_per_s_per_gpu * model_flops_per_token(to_shape(r)) / peak
-            if best is None or mfu > best["mfu"]:
-                best = {"mfu": round(mfu, 4), "run": r.name}
-    return best
 
 
 def _uneven(job, est) -> tuple[int, int] | None:

@@ -3,8 +3,9 @@
 The uncertainty of the cost model on one GPU type is its *held-out error*: the median |error| of tokens/s/GPU
 over the published runs on that GPU type that no constant was fitted to (``calibration.json``'s runs outside
 the efficiency fit's ``fitted_to``, and every run of ``heldout.json``), under ``practice``. It is stored in
-``data/hardware/gpus/<gpu>.json`` (``heldout_error``) by ``benchmarks/fit_efficiency.py --write``, and
-tests/galvatron/test_plausibility.py checks the stored figure is this computation's.
+``data/hardware/gpus/<gpu>.json`` (``heldout_error``) by ``benchmarks/fit_efficiency.py --write``
+(``validate.heldout_error`` computes it), and tests/galvatron/test_plausibility.py checks the stored figure
+is that computation's.
 
 Two uses:
 
@@ -13,7 +14,7 @@ Two uses:
   in opposite directions: ``[r (1 - e) / (1 + e) - 1, r (1 + e) / (1 - e) - 1]`` for the ratio ``r``. A lead
   is *real* only where the whole range is above zero.
 - ``mfu_check``: a pick's model FLOPs utilisation against the best published for its GPU type and stack
-  (``job_plan.best_published_mfu``); the pick is *implausible* when it exceeds that best by more than the
+  (``best_published_mfu``); the pick is *implausible* when it exceeds that best by more than the
   held-out error, ``mfu > best (1 + e)``: faster than anything published by more than the model can tell.
 
 Used in: ``validate.py`` (each pick's ``lead``), ``job_plan.py`` (``plausibility``), tests.
@@ -50,19 +51,6 @@ def heldout_runs(gpu: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu]
 
 
-def heldout_error(gpu: str, rules="practice") -> tuple[float, list]:
-    """(median |error|, run names) of ``heldout_runs(gpu)`` under ``rules``, computed."""
-    import numpy as np
-
-    from .validate import estimate_run
-
-    runs = heldout_runs(gpu)
-    if not runs:
-        raise ValueError(f"no held-out published run on {gpu}")
-    errs = [abs(estimate_run(r, rules)["error"]) for r in runs]
-    return round(float(np.median(errs)), 4), [r.name for r in runs]
-
-
 def lead_range(pick_estimate: float, other_estimate: float, error: float) -> dict:
     """{"lead", "low", "high", "real"}: the pick's lead over another layout, estimate over estimate, and its
     range when each may be off by up to ``error`` in opposite directions (module docstring)."""
@@ -77,9 +65,32 @@ def lead_range(pick_estimate: float, other_estimate: float, error: float) -> dic
 
 def mfu_check(mfu: float, best: dict | None, error: float) -> dict:
     """{"mfu", "best_published_mfu", "best_run", "bound", "implausible"}: ``mfu`` against ``best`` (a
-    ``job_plan.best_published_mfu`` answer, or None when nothing is published: then no bound)."""
+    ``best_published_mfu`` answer, or None when nothing is published: then no bound)."""
     if best is None:
         return {"mfu": mfu, "best_published_mfu": None, "best_run": None, "bound": None, "implausible": False}
     bound = round(best["mfu"] * (1 + error), 4)
     return {"mfu": mfu, "best_published_mfu": best["mfu"], "best_run": best["run"], "bound": bound,
             "implausible": bool(mfu > bound)}
+
+
+def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
+    """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
+    ``gpu`` (and ``stack``, where given; a run's null stack is Megatron-LM), each from its published
+    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None."""
+    from pathlib import Path
+
+    from .published import load_runs, to_shape
+    from .search.cost import model_flops_per_token
+    from .search.efficiency import load_gpu
+    from .stacks import DEFAULT_STACK
+
+    peak = load_gpu(gpu).flops("bf16")
+    best = None
+    for f in sorted((Path(__file__).resolve().parents[2] / "data" / "published_runs").glob("*.json")):
+        for r in load_runs(str(f)).runs:
+            if r.cluster.gpu != gpu or (stack is not None and (r.stack or DEFAULT_STACK) != stack):
+                continue
+            mfu = r.measured.tokens_per_s_per_gpu * model_flops_per_token(to_shape(r)) / peak
+            if best is None or mfu > best["mfu"]:
+                best = {"mfu": round(mfu, 4), "run": r.name}
+    return best

@@ -95,7 +95,7 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
 
 def best_mfu(gpu: str, stack):
     """The best published MFU on ``gpu`` for ``stack`` (null: Megatron-LM), cached per call site."""
-    from .job_plan import best_published_mfu
+    from .plausibility import best_published_mfu
     from .stacks import DEFAULT_STACK
 
     key = (gpu, stack or DEFAULT_STACK)
@@ -254,3 +254,15 @@ def fit_efficiency(runs, gpu_name: str, fill: str = "search", rules="practice") 
 
     p, k, v = fit(objective)
     return p, k, math.sqrt(v), [r.name for r in chosen]
+
+
+def heldout_error(gpu: str, rules="practice") -> tuple[float, list]:
+    """(median |error|, run names) of ``heldout_runs(gpu)`` under ``rules``, computed: the model's
+    stated uncertainty on ``gpu`` (``plausibility.py``; stored by benchmarks/fit_efficiency.py --write)."""
+    from .plausibility import heldout_runs
+
+    runs = heldout_runs(gpu)
+    if not runs:
+        raise ValueError(f"no held-out published run on {gpu}")
+    errs = [abs(estimate_run(r, rules)["error"]) for r in runs]
+    return round(float(np.median(errs)), 4), [r.name for r in runs]

@@ -5,9 +5,9 @@ pick is above the best published MFU for its GPU type and stack by more than the
 import pytest
 
 from lib.galvatron.job_plan import best_published_mfu, plan
-from lib.galvatron.plausibility import heldout_error, heldout_runs, lead_range, mfu_check, stated_error
+from lib.galvatron.plausibility import heldout_runs, lead_range, mfu_check, stated_error
 from lib.galvatron.published import load_runs, to_job
-from lib.galvatron.validate import validate_runs
+from lib.galvatron.validate import heldout_error, validate_runs
 
 GPUS = ("a100-sxm-80gb", "h100-sxm-80gb")
 RUNS = "data/published_runs/"

@@ -60,7 +60,11 @@ size as a search dimension (``micro_batch_search``) and the attention kernel's o
 (``attention_efficiency``). Two more fields say what a job's software stack does (``STACK_FIELDS``:
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
 as flat rings at the port's speed); they are off in every preset and set per run by ``validate.run_rules``
-from the run's source and its stack (``data/stacks/``). They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+from the run's source and its stack (``data/stacks/``). Two candidate mechanisms (``CANDIDATE_FIELDS``: ``wave_quantization``, tile and wave
+quantization of every GEMM, ``quantization.py``; ``measured_collectives``, the fabric's published achieved
+bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in every preset, ``practice``
+included, because on the published runs they do not yet earn their place (``validate --with NAME`` turns
+one on). They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
 memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
