@@ -11,7 +11,10 @@ rings run side by side), and an all-gather inside the node. With ``hierarchical=
 ``analytic.py``) a group that spans nodes is one flat ring as fast as its slowest hop, the port.
 
 ``oversubscription`` > 1 divides the port bandwidth for groups that span more than ``pod_nodes`` nodes (a
-fabric whose upper tier has less bandwidth than the sum of its ports). Units: bytes, seconds.
+fabric whose upper tier has less bandwidth than the sum of its ports). Under the candidate switch
+``measured_collectives`` (``fabrics.py``) the port's bandwidth is its line rate times the fraction published
+nccl-tests runs achieved at that many nodes, an all-reduce inside one node runs at the node's published
+all-reduce bus bandwidth, and an inter-node all-reduce pays NCCL's tree latency. Units: bytes, seconds.
 
 Used in: ``cost.py`` (``step_estimate``).
 """

@@ -12,8 +12,10 @@ User's Guide" (DU-09799-001, 2023, section 3) describes both with a 128 x 128 ti
 
 ``eff`` is 1 for a GEMM whose sides are tile multiples and whose tile count is a multiple of ``S``. The
 model prices one layer's GEMMs (forward, and the backward's data- and weight-gradient GEMMs, whose outputs
-have other shapes) at the GPU's fitted efficiency (``efficiency.py``) times this factor, relative to the
-factor of the same layer at a reference shape where quantization is negligible: see ``layer_factors``.
+have other shapes: ``gemms_factor``) at the GPU's efficiency (``efficiency.py``) times this factor. The
+efficiency constants used with the switch on are fitted with it on, to the same runs as the plain ones
+(``efficiency_wave_quantized`` in the GPU's file; ``benchmarks/fit_efficiency.py --with wave_quantization``),
+since the plain fit already absorbs the average quantization of the runs it was fitted to.
 It ignores split-K, stream-K and cuBLAS's choice among tile shapes (which soften the effect): an upper bound
 on what quantization costs. The SM count and tile are data (``data/hardware/gpus/<gpu>.json``: ``sms``,
 ``gemm_tile``, with sources). Used in: ``cost.step_estimate`` under ``rules.wave_quantization``.
