@@ -24,6 +24,8 @@ from dataclasses import asdict, replace
 
 from lib.cli_errors import UserError, check_int
 
+from .plausibility import best_published_mfu  # noqa: F401  (re-exported: plan's report names it)
+
 GATED_ACTS = ("silu", "swiglu", "swish")
 KINDS = ("gemm", "attention", "recompute", "tp", "head", "bubble", "p2p", "dp", "other")
 FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
@@ -100,10 +102,14 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     "usable_gb", "peak_tflops", "priced", "layouts": [{"config", "label", "tokens_per_s_per_gpu", "mfu",
     "tflops_per_gpu", "peak_gb", "fits", "step_s", "step_by_kind_s"}], "best_published_mfu" ({"mfu", "run"}
     of ``best_published_mfu``, the plausibility check: a pick above it is faster than anything published
-    on that GPU type and stack), "megatron", "nemo", "torchtitan"}."""
+    on that GPU type and stack), "stated_error" (the model's held-out median |error| on the GPU type,
+    ``plausibility.py``), "lead_over_second" (#1's lead over #2 with its range under that error,
+    ``plausibility.lead_range``; null with one layout), "megatron", "nemo", "torchtitan"}; each layout also
+    has "plausibility" (``plausibility.mfu_check``: implausible above the best published MFU x (1 + error))."""
     from .practice_report import breakdown
     from .search.practice_search import search_top
     from .search.rules import PRACTICE
+    from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
     from .stacks import DEFAULT_STACK, stack_rules
 
     check_int("--top", top, 1, 100)
@@ -127,35 +133,19 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
                      "peak_gb": round(est["peak_gb"], 2), "fits": est["fits"], "step_s": round(est["step_s"], 4),
                      "step_by_kind_s": {k: round(b[k], 4) for k in KINDS if k in b}})
     first, first_est = found[0]
+    err = stated_error(job.gpu.name)
+    best = best_published_mfu(job.gpu.name, stack)
+    for r in rows:
+        r["plausibility"] = mfu_check(r["mfu"], best, err)
+    lead = None
+    if len(rows) > 1:
+        lead = lead_range(rows[0]["tokens_per_s_per_gpu"], rows[1]["tokens_per_s_per_gpu"], err)
     return {"model": job.shape.name, "gpus": job.n_gpus, "gpu": job.gpu.name, "stack": stack or DEFAULT_STACK,
             "global_batch": job.global_batch, "seq_len": job.shape.seq_len,
             "usable_gb": round(job.gpu.usable_mem_bytes / 1e9, 2), "peak_tflops": peak / 1e12, "priced": priced,
-            "layouts": rows, "best_published_mfu": best_published_mfu(job.gpu.name, stack),
+            "layouts": rows, "best_published_mfu": best, "stated_error": err, "lead_over_second": lead,
             "megatron": megatron_flags(job, first, first_est), "nemo": nemo_settings(job, first),
             "torchtitan": torchtitan_toml(job, first)}
-
-
-def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
-    """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
-    ``gpu`` (and ``stack``, where given; a run's null stack is Megatron-LM), each from its published
-    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None."""
-    from pathlib import Path
-
-    from .published import load_runs, to_shape
-    from .search.cost import model_flops_per_token
-    from .search.efficiency import load_gpu
-    from .stacks import DEFAULT_STACK
-
-    peak = load_gpu(gpu).flops("bf16")
-    best = None
-    for f in sorted((Path(__file__).resolve().parents[2] / "data" / "published_runs").glob("*.json")):
-        for r in load_runs(str(f)).runs:
-            if r.cluster.gpu != gpu or (stack is not None and (r.stack or DEFAULT_STACK) != stack):
-                continue
-            mfu = r.measured.tokens_per_s_per_gpu * model_flops_per_token(to_shape(r)) / peak
-            if best is None or mfu > best["mfu"]:
-                best = {"mfu": round(mfu, 4), "run": r.name}
-    return best
 
 
 def _uneven(job, est) -> tuple[int, int] | None:
@@ -235,9 +225,17 @@ def text(report: dict) -> str:
     best = report["best_published_mfu"]
     if best is not None:
         top = report["layouts"][0]["mfu"]
+        bound = report["layouts"][0]["plausibility"]["bound"]
         out.append(f"plausibility: #1's MFU {top:.1%} against the best published on {report['gpu']} "
                    f"({report['stack']}): {best['mfu']:.1%} ({best['run']}, quoted throughput)"
-                   + ("; ABOVE it: an extrapolation" if top > best["mfu"] else ""))
+                   + ("; ABOVE it: an extrapolation" if top > best["mfu"] else "")
+                   + (f"; above it by more than the model's held-out error ({bound:.1%}): implausible"
+                      if top > bound else ""))
+    lead = report["lead_over_second"]
+    if lead is not None:
+        out.append(f"#1's lead over #2: {lead['lead']:+.1%}, {lead['low']:+.1%} to {lead['high']:+.1%} under the "
+                   f"model's held-out error of {report['stated_error']:.1%} on {report['gpu']}"
+                   + ("" if lead["real"] else ": not a real lead"))
     out += ["", "Megatron-LM flags for #1:", "  " + " ".join(report["megatron"]), "",
             "NeMo 2 (recipe.trainer.strategy / recipe.data) for #1:",
             "  " + ", ".join(f"{k}={v}" for k, v in report["nemo"].items() if v is not None), "",

@@ -98,3 +98,25 @@ def test_bloom_tuning_logs_transcribe_their_iteration_times():
     # the fastest measured layout of the 48-node 181B sweep is DP 8, PP 6, micro-batch 4, as the notes conclude
     s181 = [r for r in rs if sweep_of(r.name) == "bloom-prequel-181b-48n"]
     assert max(s181, key=lambda r: r.measured.tokens_per_s_per_gpu).name.endswith("dp8-pp6-mbs4")
+
+
+TITAN = ROOT / "data" / "published_runs" / "torchtitan_sweeps.json"
+
+
+def test_torchtitan_sweeps_quote_their_rows_and_rank():
+    """torchtitan's Llama 2 table (docs/performance.md): each run's WPS is the number its quoted row gives, two
+    sweeps of two layouts, both ranked right under practice (held out: nothing chosen on them)."""
+    import re
+
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.validate import validate_runs
+
+    rs = load_runs(str(TITAN)).runs
+    assert len(rs) == 4 and {r.stack for r in rs} == {"fsdp"}
+    for r in rs:
+        wps = float(re.search(r"\| (\d+) \| [\d.]+%'$", r.quote).group(1))
+        assert r.measured.tokens_per_s_per_gpu == wps, r.name
+        assert r.global_batch == r.config.micro_batch * r.cluster.gpus and r.config.zero == 3
+    rep = validate_runs([(str(TITAN), r) for r in rs], search=False, progress=False)
+    assert [s["spearman"] for s in rep["sweeps"]] == [1.0, 1.0]
+    assert rep["max_abs_error"] < 0.25
