@@ -26,10 +26,7 @@ from lib.galvatron.search.rules import ALL_PRESETS, PRESETS
 from lib.galvatron.search.strategies import generate
 from lib.straggler import calibration as scal
 from lib.straggler import model as sm
-from lib.straggler import predict
-from lib.straggler.switches import PRODUCTION
 
-from .practice_plan import CLUSTER_GPU
 from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
 
 
@@ -41,6 +38,10 @@ def rule_names() -> list[str]:
 
 #: The failure models a job may name: Part III's production-calibrated model, or the page's.
 FAILURE_MODELS = ("production", "page")
+#: The GPU type (``data/hardware/gpus/``) of each cluster profile: the failure model's per-type rate (the same
+#: table as ``practice_plan.CLUSTER_GPU``, kept here so that this module imports neither the planner nor
+#: pydantic: the live widget runs it in a browser).
+CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
 
 
 @dataclass(frozen=True)
@@ -256,21 +257,24 @@ def checkpoint_min(job: Job, est: PlanEstimate) -> float:
 def cluster_mtbf_min(job: Job, n_gpus: int) -> float:
     """Mean minutes between failures of ``n_gpus`` GPUs of the job's cluster under ``job.failures``.
 
-    ``"page"``: per_gpu_mtbf_h x 60 / n_gpus. ``"production"``: Part III's production-calibrated model,
-    ``lib.straggler.predict.mtbf_min(gpu, n_gpus, PRODUCTION)`` (the H100's rate measured on Llama 3's
-    16,384 GPUs, a job's rate growing as N^alpha, alpha fitted to Kokolis et al.'s MTTFs), scaled by
-    per_gpu_mtbf_h over that rate so the job's figure still counts (exact: the MTBF is proportional to the
-    per-GPU rate). At 16,384 H100s the two models agree; below it the production model fails more often."""
+    ``"page"``: per_gpu_mtbf_h x 60 / n_gpus. ``"production"``: Part III's production-calibrated model as
+    ``lib.straggler.predict.mtbf_min(gpu, n_gpus, PRODUCTION)`` computes it for a GPU type with a reference
+    size (the H100: its rate measured on Llama 3's 16,384 GPUs, a job's rate growing as N^alpha, alpha fitted
+    to Kokolis et al.'s MTTFs, ``lib.straggler.calibration``), with per_gpu_mtbf_h as the rate at that size
+    (the job's figure still counts). Written from ``calibration`` rather than by calling ``predict``, which
+    needs pydantic; tests/closing/test_run.py checks the two agree. At 16,384 H100s the two models agree; below
+    it the production model fails more often."""
     if not isinstance(n_gpus, int) or n_gpus < 1:
         raise ValueError(f"n_gpus must be an integer >= 1; got {n_gpus!r}")
     if job.failures == "page":
         return sm.FailureModel(per_gpu_mtbf_h=job.per_gpu_mtbf_h).cluster_mtbf_min(n_gpus)
     gpu = CLUSTER_GPU.get(job.cluster)
-    if gpu is None:
+    if gpu not in scal.RATE_REF_GPUS:
         raise ValueError(f"cluster must be one of {sorted(CLUSTER_GPU)} under failures='production'; "
                          f"got {job.cluster!r}")
-    scale = job.per_gpu_mtbf_h / scal.GPU_MTBF_H.get(gpu, sm.PER_GPU_MTBF_H)
-    return predict.mtbf_min(gpu, n_gpus, PRODUCTION) * scale
+    alpha, _ = scal.size_law()
+    ref = scal.RATE_REF_GPUS[gpu]
+    return job.per_gpu_mtbf_h * 60 / ref * (ref / n_gpus) ** alpha
 
 
 def failure_stage(job: Job, est: PlanEstimate, backups: bool) -> dict:

@@ -121,6 +121,11 @@ def test_the_failure_stage_takes_the_production_model_and_the_page_is_a_switch()
     assert cr.cluster_mtbf_min(prod, 1024) == pytest.approx(prod.per_gpu_mtbf_h * 60 / 16_384 * 16 ** alpha)
     assert cr.cluster_mtbf_min(prod, 1024) < cr.cluster_mtbf_min(page, 1024) / 1.5
     assert cr.cluster_mtbf_min(prod, 20_000) > cr.cluster_mtbf_min(page, 20_000)  # grows slower than N
+    from lib.straggler import predict
+    from lib.straggler.switches import PRODUCTION
+
+    for n in (8, 1024, 16_384, 16_768, 100_000):  # Part III's own function, at the H100's own rate
+        assert cr.cluster_mtbf_min(prod, n) == pytest.approx(predict.mtbf_min("h100-sxm-80gb", n, PRODUCTION))
     twice = replace(prod, per_gpu_mtbf_h=2 * prod.per_gpu_mtbf_h)
     assert cr.cluster_mtbf_min(twice, 1024) == pytest.approx(2 * cr.cluster_mtbf_min(prod, 1024))
     with pytest.raises(ValueError, match="n_gpus"):

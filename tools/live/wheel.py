@@ -27,7 +27,7 @@ EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py
            # files read back by the command-line tools (pydantic)
            "lib/readback.py", "lib/runlog_schema.py")
 #: Data folders the kept modules read.
-DATA = ("data/galvatron", "data/hardware")
+DATA = ("data/galvatron", "data/hardware", "data/production")
 REQUIRES = ("numpy", "plotly")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
