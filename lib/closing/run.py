@@ -1,8 +1,11 @@
 """One training job followed through the book's three models: Galvatron's search (or, with ``rules="practice"``, the
 practice planner of ``practice_plan.py``) picks a plan and estimates its step (Part II), the straggler model turns
-the step into a step efficiency with and without backups (Part III), and the failure model with a checkpoint cost
-from the plan's model states gives the Young-Daly interval and the kept share. Goodput = kept share x step
-efficiency. Every number is an estimate from the profiles named in ``Job``; nothing here is measured. Pure
+the step into a step efficiency with and without backups (Part III), and the failure model (Part III's
+production-calibrated one by default, ``Job.failures``) with a checkpoint cost from the plan's model states gives
+the Young-Daly interval and the kept share. Goodput = kept share x step efficiency, measured against the step's
+own ideal; ``OneRun.delivered`` = tokens/s per GPU x step efficiency x kept share is absolute, so two steps
+compare on it. The chapter's chain starts from Meta's run (``meta_run.py``); any ``PlanEstimate`` runs through
+``one_run``. Every number is an estimate from the profiles named in ``Job``; nothing here is measured. Pure
 functions; numpy only.
 
 Backups apply to data-parallel replicas only: a tensor- or pipeline-parallel shard holds a part of the model
