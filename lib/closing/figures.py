@@ -151,7 +151,7 @@ def sensitivity_figure(cases):
     measure: it does not charge stragglers)."""
     if not cases:
         raise ValueError("sensitivity_figure needs at least one case; got none")
-    x = [f"{c.step.replace('at ', '').replace(' throughput', '')} step<br>{c.tail.name} tail" for c in cases]
+    x = [f"{c.step.replace(', ', ',<br>')}<br>{c.tail.name} tail" for c in cases]
     plain = [c.run.goodput_no_backup for c in cases]
     backed = [c.run.goodput_backup for c in cases]
     bar = dict(textposition="inside", textangle=-90, insidetextanchor="end")

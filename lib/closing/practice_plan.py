@@ -63,7 +63,7 @@ class PracticePlan:
                 f"{t['schedule']} schedule; step {t['step_s']:.2f} s = pipeline {t['pipeline_s']:.2f} s "
                 f"+ exposed sends {t['p2p_s']:.2f} s + exposed data-parallel {t['dp_s']:.2f} s; "
                 f"{t['tokens_per_s_per_gpu']:.1f} tokens/s/GPU, {t['tflops_per_gpu']:.0f} TFLOP/s/GPU, "
-                f"peak {t['peak_gb']:.1f} GB")
+                f"peak {t['peak_bytes'] / 2**30:.1f} GiB")
 
 
 def practice_job(job) -> LayoutJob:

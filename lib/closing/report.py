@@ -1,22 +1,24 @@
-"""The closing chapter's numbers as the prose quotes them (``{glue:text}``), every one labelled, and its two
-tables: the estimate beside Llama 3, and stage 2's sensitivity.
+"""The closing chapter's numbers as the prose quotes them (``{glue:text}``), every one labelled, and its
+tables: Meta's run beside its priced layout and the planner's pick (stage 1), the three stages of each run
+with the absolute column (tokens/s per GPU x step efficiency x kept share) beside goodput, and stage 2's
+sensitivity. Memory is in GiB (2^30 bytes) throughout, the unit of ``Job.budget_gb``.
 
 Used in: book/closing/01_one_run.
 """
 
 from __future__ import annotations
 
-from lib.galvatron.search.analytic import SHAPES
 from lib.html_table import HTMLTable
 
 from .llama3 import (LLAMA3_EFFECTIVE_TRAINING, LLAMA3_GPUS, LLAMA3_PP, LLAMA3_TFLOPS, LLAMA3_TP, SOURCES,
                      llama3_dp, llama3_step_s, model_flops_per_token)
 from .run import OneRun, backup_replicas
+from .sensitivity import STEPS
 
 #: Llama 3 405B's reported throughput on 16,384 GPUs (quoted from its paper, Table 4): 400 TFLOP/s per GPU.
 LLAMA3_TFLOPS_16K = LLAMA3_TFLOPS[LLAMA3_GPUS]
 #: Short keys of the sensitivity cases, for glue names: step (plan, meta) x tail (milder, page, harsher).
-STEP_KEYS = {"the plan's": "plan", "at Meta's throughput": "meta"}
+STEP_KEYS = dict(zip(STEPS, ("meta", "metacomm", "pick")))
 TAIL_KEYS = {"milder": "milder", "the page's": "page", "harsher": "harsher"}
 
 
@@ -39,10 +41,10 @@ def plan_text(r: OneRun) -> str:
     return f"tp {e.tp} x pp {e.pp} x dp {e.dp}{sharded}"
 
 
-def glue_texts(r: OneRun) -> dict[str, str]:
-    """Name -> text for every number the chapter's prose quotes."""
+def glue_texts(r: OneRun, prefix: str = "") -> dict[str, str]:
+    """Name -> text for every number the chapter's prose quotes of one run (each name after ``prefix``)."""
     e, j = r.est, r.job
-    return {
+    out = {
         "n_gpus": f"{j.n_gpus:,} GPUs", "n_nodes": f"{j.n_gpus // 8:,} nodes",
         "global_bsz": f"{j.global_bsz:,} sequences", "tokens_per_gpu": f"{j.tokens_per_gpu:,} tokens",
         "plan": plan_text(r), "plan_summary": e.plan.summary(), "rules": j.rules,
@@ -51,7 +53,7 @@ def glue_texts(r: OneRun) -> dict[str, str]:
         "search_s": f"{e.search_s:.1f} s",
         "tflops": f"{model_tflops_per_gpu(r):.0f} TFLOP/s", "llama3_tflops": f"{LLAMA3_TFLOPS_16K:.0f} TFLOP/s",
         "llama3_step_s": f"{llama3_step_s():.1f} s",
-        "step_ratio": f"{e.step_s / llama3_step_s():.2f}", "tokens_s": f"{tokens_per_s_per_gpu(r):.0f} tokens/s",
+        "step_ratio": f"{e.step_s / llama3_step_s():.2f}", "tokens_s": f"{r.tokens_per_s_per_gpu:.0f} tokens/s",
         "eff_no_backup": f"{r.eff_no_backup:.1%}", "eff_backup": f"{r.eff_backup:.1%}",
         "backup_replicas": f"{backup_replicas(j, e):,} replicas", "backup_gpus": f"{r.backup_gpus:,} GPUs",
         "replica_gpus": f"{e.replica_gpus:,} GPUs", "dp_replicas": f"{e.dp:,} data-parallel replicas",
@@ -62,84 +64,98 @@ def glue_texts(r: OneRun) -> dict[str, str]:
         "kept": f"{r.fail_no_backup['kept']:.1%}", "kept_backup": f"{r.fail_backup['kept']:.1%}",
         "goodput_no_backup": f"{r.goodput_no_backup:.1%}", "goodput_backup": f"{r.goodput_backup:.1%}",
         "llama3_effective": f"{LLAMA3_EFFECTIVE_TRAINING:.0%}",
+        "delivered": f"{r.delivered(False):.0f} tokens/s", "delivered_b": f"{r.delivered(True):.0f} tokens/s",
+        "tokens_eff_b": f"{r.tokens_per_s_per_gpu * r.eff_backup:.0f} tokens/s",
+        "mem_headroom": f"{j.budget_gb - e.mem_gb:.1f} GiB",
     }
+    return {prefix + k: v for k, v in out.items()}
 
 
 def sensitivity_glue(cases) -> dict[str, str]:
-    """Name -> text for stage 2's sensitivity: ``<step>_<tail>_<eff|eff_b|gp|gp_b>`` and the Meta-like step's
-    parts ``meta_step_s``, ``meta_sync_s``, ``meta_backup_gpus``."""
+    """Name -> text for stage 2's sensitivity: ``<step>_<tail>_<eff|eff_b|gp|gp_b|dl_b>`` (``dl_b``: tokens/s
+    per GPU x step efficiency x kept share, with backups) for the steps ``meta``, ``metacomm`` and ``pick``,
+    the tails ``milder``, ``page``, ``harsher``, and each tail's text ``tail_<tail>``."""
     out = {}
     for c in cases:
         k, r = f"{STEP_KEYS[c.step]}_{TAIL_KEYS[c.tail.name]}", c.run
         out.update({f"{k}_eff": f"{r.eff_no_backup:.1%}", f"{k}_eff_b": f"{r.eff_backup:.1%}",
-                    f"{k}_gp": f"{r.goodput_no_backup:.1%}", f"{k}_gp_b": f"{r.goodput_backup:.1%}"})
-        if c.step == "at Meta's throughput":
-            out.update(meta_step_s=f"{r.est.step_s:.2f} s", meta_sync_s=f"{r.est.sync_s:.2f} s",
-                       meta_backup_gpus=f"{r.backup_gpus:,} GPUs")
+                    f"{k}_gp": f"{r.goodput_no_backup:.1%}", f"{k}_gp_b": f"{r.goodput_backup:.1%}",
+                    f"{k}_dl_b": f"{r.delivered(True):.0f} tokens/s"})
     for c in cases:
         out[f"tail_{TAIL_KEYS[c.tail.name]}"] = c.tail.text()
     return out
 
 
 def tokens_per_s_per_gpu(r: OneRun) -> float:
-    """Tokens per second per GPU of the estimated step."""
-    return r.job.global_bsz * SHAPES[r.job.model].seq_len / (r.est.step_s * r.job.n_gpus)
+    """Tokens per second per GPU of the run's step (``OneRun.tokens_per_s_per_gpu``)."""
+    return r.tokens_per_s_per_gpu
 
 
-def meta_glue(meta, published) -> dict[str, str]:
-    """Name -> text for Meta's layout priced under the practice rules (``practice_plan.price``) against the
-    published run's tokens/s/GPU (``published``: a ``published.Run``)."""
-    t = meta.terms
-    out = {"meta_cfg": meta.label(), "meta_cfg_tokens": f"{t['tokens_per_s_per_gpu']:.0f} tokens/s",
-           "meta_cfg_step_s": f"{t['step_s']:.2f} s", "meta_cfg_peak": f"{peak_gib(t):.1f} GiB",
+def meta_glue(start) -> dict[str, str]:
+    """Name -> text for Meta's run (``meta_run.MetaStart``): its layout priced under the practice rules, and
+    Meta's reported tokens/s/GPU and step ("no published run" where none was published for the job)."""
+    t, j = start.priced.terms, start.job
+    peak = peak_gib(t)
+    out = {"meta_cfg": start.priced.label(), "meta_cfg_tokens": f"{t['tokens_per_s_per_gpu']:.0f} tokens/s",
+           "meta_cfg_step_s": f"{t['step_s']:.2f} s", "meta_cfg_peak": f"{peak:.1f} GiB",
+           "meta_cfg_headroom": f"{j.budget_gb - peak:.1f} GiB", "meta_pipeline_s": f"{t['pipeline_s']:.2f} s",
+           "meta_model_sync_s": f"{start.model_sync_s:.2f} s", "meta_dp_s": f"{t['dp_s']:.2f} s",
            "meta_cfg_error": "no published run", "llama3_tokens": "no published run",
-           "meta_micro": f"{t['micro_batches']:,}", "meta_bubble": f"{meta.bubble_share:.0%}"}
-    if published is not None:
-        pub = published.measured.tokens_per_s_per_gpu
-        out.update(meta_cfg_error=f"{t['tokens_per_s_per_gpu'] / pub - 1:+.1%}",
-                   llama3_tokens=f"{pub:.0f} tokens/s")
+           "llama3_step": "no published run",
+           "meta_micro": f"{t['micro_batches']:,}", "meta_bubble": f"{start.priced.bubble_share:.0%}"}
+    if start.reported_tokens_s is not None:
+        out.update(meta_cfg_error=f"{start.error:+.1%}", llama3_tokens=f"{start.reported_tokens_s:.0f} tokens/s",
+                   llama3_step=f"{start.reported_step_s:.2f} s")
     return out
 
 
-def llama3_table(r: OneRun, meta=None, published=None, interleaved=None) -> HTMLTable:
-    """The estimate beside Llama 3 405B, each value labelled estimated or quoted, with Llama 3's source.
-    ``meta`` (a ``practice_plan.PracticePlan`` of Meta's layout) adds a column, Meta's layout as the practice
-    rules price it, and a row of peak memory per GPU; ``interleaved`` (``practice_plan.meta_interleaved``)
-    adds the same layout interleaved as Llama 3's section 3.3.2 describes; ``published`` (the published run)
-    adds Llama 3's tokens/s/GPU."""
-    e, j = r.est, r.job
-    meta_plan = f"TP {LLAMA3_TP} x PP {LLAMA3_PP} x DP {llama3_dp(LLAMA3_GPUS)}, CP 1 (quoted)"
-    lo, hi = 380, max(LLAMA3_TFLOPS.values())
-    rows = [
-        ("GPUs", f"{j.n_gpus:,} (input)", f"{LLAMA3_GPUS:,} H100 (quoted)", SOURCES["gpus"]),
-        ("plan", f"{plan_text(r)} (estimated: the search, {j.rules} rules)", meta_plan, SOURCES["plan"]),
-        ("TFLOP/s per GPU", f"{model_tflops_per_gpu(r):.0f} (estimated)",
-         f"{LLAMA3_TFLOPS_16K:.0f} (quoted; {lo}-{hi:.0f} over its rows)", SOURCES["tflops"]),
-        ("step time", f"{e.step_s:.1f} s (estimated)",
-         f"{llama3_step_s():.1f} s (estimated from its quoted TFLOP/s and 16M tokens)", SOURCES["tflops"]),
-        ("kept share / effective training time", f"{r.fail_no_backup['kept']:.1%} (estimated)",
-         f"> {LLAMA3_EFFECTIVE_TRAINING:.0%} (quoted)", SOURCES["effective"]),
-        ("goodput, no backups / backups", f"{r.goodput_no_backup:.1%} / {r.goodput_backup:.1%} (estimated)",
-         "not reported", ""),
-    ]
-    if published is not None:
-        rows.insert(2, ("tokens/s per GPU", f"{tokens_per_s_per_gpu(r):.0f} (estimated)",
-                        f"{published.measured.tokens_per_s_per_gpu:.0f} (estimated from its quoted TFLOP/s "
-                        f"with NVIDIA DGXC's FLOP formula, data/published_runs/)", SOURCES["tflops"]))
-    head = ("", "this book's plan", "Llama 3 405B", "Llama 3's source")
-    if meta is None:
-        return _llama3_html(j, head, rows)
-    at = [row[0] for row in rows].index("step time") + 1
-    rows.insert(at, ("peak memory per GPU", _memory(e.plan.terms, j.budget_gb), "not reported", ""))
-    priced = [("Meta's layout, priced", meta, "the published layout; its nulls filled as validate fills them")]
-    if interleaved is not None:
-        priced.append(("Meta's layout interleaved, priced", interleaved,
-                       "interleaved as Llama 3's section 3.3.2 describes: our reading, VP not stated"))
-    for k, (name, plan, how) in enumerate(priced):
-        col = _priced_column(j, plan, how)
-        rows = [(*row[:2 + k], col.get(row[0], "not estimated"), *row[2 + k:]) for row in rows]
-        head = (*head[:2 + k], name, *head[2 + k:])
-    return _llama3_html(j, head, rows)
+def held_glue(h: dict) -> dict[str, str]:
+    """Name -> text for the practice model's error on published runs (``meta_run.held_out_error``)."""
+    return {"held_median": f"{h['held_median']:.1%}", "held_max": f"{h['held_max']:.1%}",
+            "n_held": f"{h['n_held']}", "fitted_median": f"{h['fitted_median']:.1%}",
+            "n_fitted": f"{h['n_fitted']}"}
+
+
+def stage1_table(start, pick: OneRun, held: dict) -> HTMLTable:
+    """Stage 1: Meta's layout priced under practice, Meta's reported figures, and the planner's pick (a
+    what-if, its tokens/s with the model's held-out median error as its range); memory against the usable."""
+    t, p, j = start.priced.terms, pick.est.plan.terms, start.job
+    rel = held["held_median"]
+    tok = pick.tokens_per_s_per_gpu
+    reported = start.reported_tokens_s
+    rows = (
+        ("layout", f"{start.priced.label()} (Table 4 and §3.3.2; VP and SP filled by search)",
+         f"TP {LLAMA3_TP} x PP {LLAMA3_PP} x DP {llama3_dp(LLAMA3_GPUS)}, interleaved, ZeRO-2 (quoted)",
+         f"{pick.est.plan.label()} (the search)"),
+        ("tokens/s per GPU", f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
+         "not published" if reported is None else f"{reported:.0f} (from its quoted 400 TFLOP/s)",
+         f"{tok:.0f}, {tok * (1 - rel):.0f}-{tok * (1 + rel):.0f} with the held-out error (estimated)"),
+        ("step time", f"{t['step_s']:.2f} s (estimated)",
+         "not published" if reported is None else f"{start.reported_step_s:.2f} s (from its tokens/s)",
+         f"{pick.est.step_s:.2f} s (estimated)"),
+        ("against Meta's tokens/s", "-" if reported is None else f"{start.error:+.1%}", "",
+         "-" if reported is None else f"{tok / reported - 1:+.1%}"),
+        ("peak memory per GPU", _memory(t, j.budget_gb), "not reported", _memory(p, j.budget_gb)),
+    )
+    head = ("", "Meta's layout, priced", f"Meta's run ({SOURCES['tflops']}, §3.3.2)", "the planner's pick")
+    return HTMLTable(head, rows, f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster, {j.rules} cost rules; "
+                     f"held-out error: the median |error| on {held['n_held']} published runs no constant was "
+                     f"fitted to", left=(0, 1, 2, 3))
+
+
+def chain_table(runs) -> HTMLTable:
+    """The three stages of each run (``[(name, OneRun)]``): step, tokens/s per GPU, step efficiency, kept share,
+    goodput and the absolute column, tokens/s per GPU x step efficiency x kept share (without / with backup
+    replicas). Goodput is against each run's own ideal step; the absolute column compares runs."""
+    rows = tuple((name, f"{r.est.step_s:.2f} s", f"{r.tokens_per_s_per_gpu:.0f}",
+                  f"{r.eff_no_backup:.1%} / {r.eff_backup:.1%}",
+                  f"{r.fail_no_backup['kept']:.1%} / {r.fail_backup['kept']:.1%}",
+                  f"{r.goodput_no_backup:.1%} / {r.goodput_backup:.1%}",
+                  f"{r.delivered(False):.0f} / {r.delivered(True):.0f}") for name, r in runs)
+    head = ("run", "step", "tokens/s per GPU", "step efficiency", "kept share", "goodput",
+            "tokens/s per GPU x step eff. x kept")
+    return HTMLTable(head, rows, "every value estimated; pairs: without / with backup replicas",
+                     nowrap=(1, 2, 3, 4, 5, 6), left=(0,))
 
 
 def peak_gib(t: dict) -> float:
@@ -153,29 +169,17 @@ def _memory(t: dict, usable_gib: float) -> str:
     peak = peak_gib(t)
     verdict = (f"fits, {usable_gib - peak:.1f} GiB spare" if t["fits"]
                else f"does not fit, {peak - usable_gib:.1f} GiB over")
-    return f"{peak:.1f} GiB of {usable_gib:g} usable (estimated; {verdict})"
-
-
-def _priced_column(j, plan, how: str) -> dict:
-    """One layout priced under practice (a ``practice_plan.PracticePlan``), as a column of the table."""
-    t = plan.terms
-    return {"GPUs": f"{j.n_gpus:,} (input)", "plan": f"{plan.label()} ({how})",
-            "tokens/s per GPU": f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
-            "TFLOP/s per GPU": f"{t['tflops_per_gpu']:.0f} (estimated)",
-            "step time": f"{t['step_s']:.1f} s (estimated)", "peak memory per GPU": _memory(t, j.budget_gb)}
-
-
-def _llama3_html(j, head, rows) -> HTMLTable:
-    return HTMLTable(head, tuple(rows),
-                     f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster beside Llama 3 405B (arXiv:2407.21783), "
-                     f"{j.rules} cost rules", left=tuple(range(len(head))))
+    return f"{peak:.1f} GiB of {usable_gib:g} GiB usable (estimated; {verdict})"
 
 
 def sensitivity_table(cases) -> HTMLTable:
     """Stage 2 under each step and tail: step efficiency and goodput, without and with backup replicas."""
-    rows = tuple((c.step, f"{c.tail.name}: {c.tail.text()}", f"{c.run.est.step_s:.1f} s",
-                  f"{c.run.eff_no_backup:.1%}", f"{c.run.eff_backup:.1%}", f"{c.run.goodput_no_backup:.1%}",
-                  f"{c.run.goodput_backup:.1%}") for c in cases)
-    head = ("step", "straggler tail", "seconds", "step eff.", "step eff., backups", "goodput", "goodput, backups")
-    return HTMLTable(head, rows, "every value estimated (the failure stage is the same in every row)",
+    rows = tuple((c.step, f"{c.tail.name}: {c.tail.text()}", f"{c.run.est.step_s:.2f} s",
+                  f"{c.run.est.compute_s:.2f} / {c.run.est.sync_s:.2f} s",
+                  f"{c.run.eff_no_backup:.1%} / {c.run.eff_backup:.1%}",
+                  f"{c.run.goodput_no_backup:.1%} / {c.run.goodput_backup:.1%}",
+                  f"{c.run.delivered(True):.0f}") for c in cases)
+    head = ("step", "straggler tail", "seconds", "T_c / T_sync", "step eff.", "goodput",
+            "tokens/s per GPU x step eff. x kept, backups")
+    return HTMLTable(head, rows, "every value estimated; pairs: without / with backup replicas",
                      nowrap=(2, 3, 4, 5, 6), left=(0, 1))

@@ -1,8 +1,11 @@
 """One training job followed through the book's three models: Galvatron's search (or, with ``rules="practice"``, the
 practice planner of ``practice_plan.py``) picks a plan and estimates its step (Part II), the straggler model turns
-the step into a step efficiency with and without backups (Part III), and the failure model with a checkpoint cost
-from the plan's model states gives the Young-Daly interval and the kept share. Goodput = kept share x step
-efficiency. Every number is an estimate from the profiles named in ``Job``; nothing here is measured. Pure
+the step into a step efficiency with and without backups (Part III), and the failure model (Part III's
+production-calibrated one by default, ``Job.failures``) with a checkpoint cost from the plan's model states gives
+the Young-Daly interval and the kept share. Goodput = kept share x step efficiency, measured against the step's
+own ideal; ``OneRun.delivered`` = tokens/s per GPU x step efficiency x kept share is absolute, so two steps
+compare on it. The chapter's chain starts from Meta's run (``meta_run.py``); any ``PlanEstimate`` runs through
+``one_run``. Every number is an estimate from the profiles named in ``Job``; nothing here is measured. Pure
 functions; numpy only.
 
 Backups apply to data-parallel replicas only: a tensor- or pipeline-parallel shard holds a part of the model
@@ -24,6 +27,7 @@ from lib.galvatron.search.cost import layer_time_terms
 from lib.galvatron.search.engine import search
 from lib.galvatron.search.rules import ALL_PRESETS, PRESETS
 from lib.galvatron.search.strategies import generate
+from lib.straggler import calibration as scal
 from lib.straggler import model as sm
 
 from .llama3 import LLAMA3_EFFECTIVE_TRAINING, LLAMA3_TOKENS_PER_STEP  # noqa: F401 (re-export)
@@ -33,6 +37,14 @@ def rule_names() -> list[str]:
     """The cost rules a job may name (``lib.galvatron.search.rules.ALL_PRESETS``): the layer-wise search's
     presets, and ``practice`` (priced by its own planner, ``practice_plan.py``)."""
     return sorted(ALL_PRESETS)
+
+
+#: The failure models a job may name: Part III's production-calibrated model, or the page's.
+FAILURE_MODELS = ("production", "page")
+#: The GPU type (``data/hardware/gpus/``) of each cluster profile: the failure model's per-type rate (the same
+#: table as ``practice_plan.CLUSTER_GPU``, kept here so that this module imports neither the planner nor
+#: pydantic: the live widget runs it in a browser).
+CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,10 @@ class Job:
     extra data-parallel replicas as a share of the replicas; jitter, p_slow, slow_factor: the step model of
     Part III; max_tp: the largest tensor-parallel degree searched (8 keeps TP inside a node); rules: the
     search's cost rules, a preset name of ``lib.galvatron.search.rules`` (default ``galvatron2``, Part II's;
-    ``practice`` plans with ``practice_plan``).
+    ``practice`` plans with ``practice_plan``); failures: the failure model, ``"production"`` (Part III's
+    production-calibrated model: a job of N GPUs fails as N^alpha, ``lib.straggler.predict.mtbf_min``) or
+    ``"page"`` (every GPU fails on its own: the cluster's MTBF is per_gpu_mtbf_h / N). Under either,
+    per_gpu_mtbf_h is one GPU's rate at the size it was measured at (Llama 3's 16,384 H100s).
     """
 
     model: str = "llama3-405b"
@@ -63,6 +78,7 @@ class Job:
     slow_factor: float = sm.StepModel.slow_factor
     max_tp: int = 8
     rules: str = "galvatron2"
+    failures: str = "production"
 
     def __post_init__(self):
         if self.model not in SHAPES:
@@ -75,6 +91,8 @@ class Job:
                 raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
         if not isinstance(self.rules, str) or self.rules not in rule_names():
             raise ValueError(f"rules must be one of {rule_names()}; got {self.rules!r}")
+        if self.failures not in FAILURE_MODELS:
+            raise ValueError(f"failures must be one of {list(FAILURE_MODELS)}; got {self.failures!r}")
         if self.n_gpus & (self.n_gpus - 1):
             raise ValueError(f"n_gpus must be a power of two (whole nodes); got {self.n_gpus!r}")
         if self.max_tp & (self.max_tp - 1):
@@ -239,12 +257,37 @@ def checkpoint_min(job: Job, est: PlanEstimate) -> float:
     return est.model_state_bytes / (job.storage_bw_gb_per_s * 1e9) / 60.0
 
 
+def cluster_mtbf_min(job: Job, n_gpus: int) -> float:
+    """Mean minutes between failures of ``n_gpus`` GPUs of the job's cluster under ``job.failures``.
+
+    ``"page"``: per_gpu_mtbf_h x 60 / n_gpus. ``"production"``: Part III's production-calibrated model as
+    ``lib.straggler.predict.mtbf_min(gpu, n_gpus, PRODUCTION)`` computes it for a GPU type with a reference
+    size (the H100: its rate measured on Llama 3's 16,384 GPUs, a job's rate growing as N^alpha, alpha fitted
+    to Kokolis et al.'s MTTFs, ``lib.straggler.calibration``), with per_gpu_mtbf_h as the rate at that size
+    (the job's figure still counts). Written from ``calibration`` rather than by calling ``predict``, which
+    needs pydantic; tests/closing/test_run.py checks the two agree. At 16,384 H100s the two models agree; below
+    it the production model fails more often."""
+    if not isinstance(n_gpus, int) or n_gpus < 1:
+        raise ValueError(f"n_gpus must be an integer >= 1; got {n_gpus!r}")
+    if job.failures == "page":
+        return sm.FailureModel(per_gpu_mtbf_h=job.per_gpu_mtbf_h).cluster_mtbf_min(n_gpus)
+    gpu = CLUSTER_GPU.get(job.cluster)
+    if gpu not in scal.RATE_REF_GPUS:
+        raise ValueError(f"cluster must be one of {sorted(CLUSTER_GPU)} under failures='production'; "
+                         f"got {job.cluster!r}")
+    alpha, _ = scal.size_law()
+    ref = scal.RATE_REF_GPUS[gpu]
+    return job.per_gpu_mtbf_h * 60 / ref * (ref / n_gpus) ** alpha
+
+
 def failure_stage(job: Job, est: PlanEstimate, backups: bool) -> dict:
-    """Cluster MTBF (backup GPUs fail too), checkpoint cost, Young-Daly interval and the kept share at it."""
+    """Cluster MTBF (backup GPUs fail too; ``cluster_mtbf_min``), checkpoint cost, Young-Daly interval and the
+    kept share at it, with the job's fixed restart (Part III's production model keeps the restart fixed: a
+    restart growing with the job would put Llama 3 below its reported 90%)."""
     fm = sm.FailureModel(per_gpu_mtbf_h=job.per_gpu_mtbf_h, checkpoint_min=checkpoint_min(job, est),
                          restart_min=job.restart_min)
     extra = backup_replicas(job, est) * est.replica_gpus if backups else 0
-    mtbf = fm.cluster_mtbf_min(job.n_gpus, extra)
+    mtbf = cluster_mtbf_min(job, job.n_gpus + extra)
     yd = sm.young_daly_min(mtbf, fm.checkpoint_min)
     kept = float(sm.checkpoint_shares(yd, mtbf, fm.checkpoint_min, fm.restart_min)["kept"])
     return {"mtbf_min": mtbf, "checkpoint_min": fm.checkpoint_min, "interval_min": yd, "kept": kept}
@@ -269,6 +312,20 @@ class OneRun:
     @property
     def goodput_backup(self) -> float:
         return self.fail_backup["kept"] * self.eff_backup
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        """Tokens per second per GPU of the step (global batch x sequence / (step x GPUs)), before stragglers
+        and failures."""
+        return self.job.global_bsz * SHAPES[self.job.model].seq_len / (self.est.step_s * self.job.n_gpus)
+
+    def delivered(self, backups: bool) -> float:
+        """Tokens per second per GPU paid for, kept: tokens/s per GPU x step efficiency x kept share (the
+        backup GPUs are paid for: the step efficiency with backups charges them). Goodput is measured against
+        each step's own ideal; this is absolute, so two steps compare on it."""
+        if backups:
+            return self.tokens_per_s_per_gpu * self.eff_backup * self.fail_backup["kept"]
+        return self.tokens_per_s_per_gpu * self.eff_no_backup * self.fail_no_backup["kept"]
 
     def stages(self) -> dict:
         """The numbers the chapter's slider draws, one per stage (no backups, then with backups)."""

@@ -29,24 +29,29 @@ def _solution_tails() -> dict[str, tuple[str, str]]:
 
 def _wrong_answers() -> dict[str, list]:
     """Plausible mistakes for each exercise, computed with the library."""
-    r = ex.run_of(ex.CHAPTER_JOB)
+    pick, r = ex.run_of(ex.CHAPTER_JOB), ex.meta_run_of(ex.CHAPTER_JOB)
     small = ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
     no_sync = replace(r.est, step_s=r.est.compute_s)
+    half = ex.halved_sync(r)
     return {
-        "ch11.1": [r.goodput_backup, small.goodput_no_backup],  # 405B's own; forgot the backups
-        "ch11.2": [r.goodput_backup, ex.goodput_at(r, 2, r.fail_backup["interval_min"])],  # 2%; 2 replicas
-        "ch11.3": [r.goodput_backup, one_run(r.job, no_sync).goodput_backup],  # unchanged; all removed
+        "ch11.1": [pick.goodput_backup, small.goodput_no_backup],  # 405B's own; forgot the backups
+        "ch11.2": [r.goodput_backup, ex.goodput_at(r, 3, r.fail_backup["interval_min"]),  # 2% (3 replicas)
+                   ex.best_goodput(pick)[0]],  # the planner's pick's, not Meta's step's
+        # unchanged; tokens/s read as falling with goodput; all communication removed; the goodput itself
+        "ch11.3": [r.delivered(True), r.delivered(True) * half.goodput_backup / r.goodput_backup,
+                   one_run(r.job, no_sync).delivered(True), half.goodput_backup],
         "ch11.4": [r.job.storage_bw_gb_per_s, r.job.storage_bw_gb_per_s / 4,
-                   ex.bandwidth_for_kept(ex.run_of(replace(ex.CHAPTER_JOB, restart_min=0.0)))],  # ignoring restarts
+                   ex.bandwidth_for_kept(ex.meta_run_of(replace(ex.CHAPTER_JOB, restart_min=0.0)))],  # no restarts
     }
 
 
 def _run_tail(tail: str, name: str, value):
-    r, small = ex.run_of(ex.CHAPTER_JOB), ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
-    ns = {"check": exercises.check, "AT_DEFAULTS": True, "run": r, "small": small,
-          # what solution 10.1 computes before its check (its predictions are asserted with it)
-          "eff": small.eff_no_backup, "eff_405b": r.eff_no_backup,
-          "kept": small.fail_no_backup["kept"], "kept_405b": r.fail_no_backup["kept"], name: value}
+    pick, small = ex.run_of(ex.CHAPTER_JOB), ex.run_of(replace(ex.CHAPTER_JOB, model=ex.OTHER_MODEL))
+    ns = {"check": exercises.check, "AT_DEFAULTS": True, "run": ex.meta_run_of(ex.CHAPTER_JOB), "pick": pick,
+          "small": small,
+          # what solution 11.1 computes before its check (its predictions are asserted with it)
+          "eff": small.eff_no_backup, "eff_405b": pick.eff_no_backup,
+          "kept": small.fail_no_backup["kept"], "kept_405b": pick.fail_no_backup["kept"], name: value}
     exec(compile(textwrap.dedent(tail), CHAPTER, "exec"), ns)
     return ns["verdict"]
 
@@ -70,3 +75,11 @@ def test_the_chapters_claims_have_hidden_check_cells():
               if c.cell_type == "code" and {"remove-cell", "claim"} <= set(c.metadata.get("tags", []))]
     assert len(claims) >= 7
     assert all("assert" in c.source for c in claims)
+
+
+@pytest.mark.parametrize("ex_id, digits", [("ch11.1", 3), ("ch11.2", 4), ("ch11.3", 0), ("ch11.4", 0)])
+def test_the_answer_as_the_solution_prints_it_passes(ex_id, digits):
+    """A reader who copies the solution's printed answer (a share to 0.1 or 0.01 point, tokens/s or GB/s to
+    a unit) is told it is right."""
+    answer = exercises.reference(ex_id).answer()
+    assert exercises.check(ex_id, round(answer, digits)), (ex_id, answer)

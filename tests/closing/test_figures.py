@@ -8,7 +8,8 @@ import pytest
 from lib.closing.exercises import run_of
 from lib.closing.figures import sensitivity_figure, share_range, slider_figure
 from lib.closing.llama3 import llama3_step_s
-from lib.closing.report import glue_texts, llama3_table, sensitivity_glue, sensitivity_table
+from lib.closing.meta_run import held_out_error, meta_start
+from lib.closing.report import chain_table, glue_texts, sensitivity_glue, sensitivity_table, stage1_table
 from lib.closing.run import Job
 from lib.closing.sensitivity import sensitivity
 from tests.figure_bounds import marks_outside
@@ -52,27 +53,47 @@ def test_share_range_zooms_below_the_smallest_value():
     assert share_range([0.01]) == [0.0, 1.0]
 
 
-def test_the_table_beside_llama3_labels_every_row():
-    t = llama3_table(run_of(Job()))
-    assert len(t.rows) == 6
-    for _, ours, theirs, _ in t.rows[1:]:
-        assert "(estimated" in ours  # ours: estimated
-        assert "(quoted" in theirs or "(estimated from" in theirs or theirs == "not reported"
-    assert "FSDP" in t.rows[1][1] and t.rows[1][2].startswith("TP 8 x PP 16 x DP 128")
-    assert t.rows[4][3] == "§3.3.4" and "6.8 s" in t.rows[3][2]
+def test_stage_ones_table_labels_every_row_and_states_memory_against_the_usable():
+    from lib.closing.exercises import CHAPTER_JOB
+
+    start, pick = meta_start(CHAPTER_JOB), run_of(CHAPTER_JOB)
+    t = stage1_table(start, pick, held_out_error())
+    assert [row[0] for row in t.rows] == ["layout", "tokens/s per GPU", "step time", "against Meta's tokens/s",
+                                          "peak memory per GPU"]
+    priced, reported, what_if = zip(*(row[1:] for row in t.rows))
+    assert all("(estimated" in v for v in (priced[1], priced[2], what_if[1], what_if[2]))
+    assert "(quoted)" in reported[0] and reported[1].startswith("151 (from its quoted")
+    assert priced[3] == "-17.2%" and what_if[3] == "+5.8%"
+    assert " - " not in what_if[1] and "138-181 with the held-out error" in what_if[1]
+    for v in (priced[4], what_if[4]):  # memory in GiB against the usable, headroom stated
+        assert "GiB of 79.6 GiB usable" in v and "fits, " in v and "GiB spare" in v and " GB" not in v
+
+
+def test_the_chain_table_puts_the_absolute_column_beside_goodput():
+    from lib.closing.exercises import CHAPTER_JOB, meta_run_of
+
+    r = meta_run_of(CHAPTER_JOB)
+    t = chain_table([("Meta's step", r)])
+    assert t.head[-2:] == ("goodput", "tokens/s per GPU x step eff. x kept")
+    row = t.rows[0]
+    assert row[5] == f"{r.goodput_no_backup:.1%} / {r.goodput_backup:.1%}"
+    assert row[6] == f"{r.delivered(False):.0f} / {r.delivered(True):.0f}"
+    assert r.delivered(True) == pytest.approx(r.tokens_per_s_per_gpu * r.goodput_backup)
 
 
 def test_sensitivity_glue_table_and_figure_cover_every_case():
-    cases = sensitivity(run_of(Job()))
+    from lib.closing.exercises import CHAPTER_JOB
+
+    cases = sensitivity(meta_start(CHAPTER_JOB), run_of(Job()))
     g = sensitivity_glue(cases)
-    for step in ("plan", "meta"):
+    for step in ("meta", "metacomm", "pick"):
         for tail in ("milder", "page", "harsher"):
-            assert {f"{step}_{tail}_{q}" for q in ("eff", "eff_b", "gp", "gp_b")} <= set(g)
-    assert len(sensitivity_table(cases).rows) == 6
+            assert {f"{step}_{tail}_{q}" for q in ("eff", "eff_b", "gp", "gp_b", "dl_b")} <= set(g)
+    assert len(sensitivity_table(cases).rows) == 9
     fig = sensitivity_figure(cases)
     lo, hi = fig.layout.yaxis.range
     assert 0 < lo < min(c.run.goodput_backup for c in cases) and hi == 1
-    assert list(fig.data[2].y) == [0.90] * 6 and "quoted" in fig.data[2].name
+    assert list(fig.data[2].y) == [0.90] * 9 and "quoted" in fig.data[2].name
     with pytest.raises(ValueError, match="at least one case"):
         sensitivity_figure([])
 
@@ -87,54 +108,21 @@ def test_sweep_reuses_a_run_it_is_given(monkeypatch):
     assert runs[1] is done and searched == [1024]
 
 
-def test_the_table_under_practice_sets_metas_layout_beside_the_plan():
+def test_metas_glue_states_memory_in_gib_with_headroom_and_its_error():
+    from dataclasses import replace as dc_replace
+
     from lib.closing.exercises import CHAPTER_JOB
-    from lib.closing.practice_plan import meta_beside
     from lib.closing.report import meta_glue, model_tflops_per_gpu
 
-    r = run_of(CHAPTER_JOB)
-    meta, pub = meta_beside(CHAPTER_JOB)
-    t = llama3_table(r, meta, pub)
-    assert t.head[2] == "Meta's layout, priced" and len(t.rows) == 8
-    rows = {row[0]: row for row in t.rows}
-    # the peak memory row, in GiB against the usable 79.6 with the headroom: the plan fits, Meta's layout as
-    # validate fills it fits too
-    peak = r.est.plan.terms["peak_bytes"] / 2**30
-    assert rows["peak memory per GPU"][1] == \
-        f"{peak:.1f} GiB of 79.6 usable (estimated; fits, {79.6 - peak:.1f} GiB spare)"
-    assert "(estimated; fits, " in rows["peak memory per GPU"][2] and rows["peak memory per GPU"][3] == \
-        "not reported"
-    assert rows["plan"][2].startswith("TP 8, PP 16, DP 128") and "CP 2, VP 8" in rows["plan"][1]
-    assert rows["tokens/s per GPU"][3].startswith("151 (estimated from its quoted")
-    assert rows["TFLOP/s per GPU"][3].startswith("400 (quoted")
-    for row in t.rows[2:5]:
-        assert row[1].endswith("(estimated)") and row[2].endswith("(estimated)")
+    r, start = run_of(CHAPTER_JOB), meta_start(CHAPTER_JOB)
+    g = meta_glue(start)
+    peak = start.priced.terms["peak_bytes"] / 2**30
+    assert g["meta_cfg_peak"] == f"{peak:.1f} GiB" and g["meta_cfg_headroom"] == f"{79.6 - peak:.1f} GiB"
+    assert g["llama3_tokens"] == "151 tokens/s" and g["meta_cfg_error"] == "-17.2%"
+    assert g["llama3_step"] == f"{start.reported_step_s:.2f} s"
+    assert meta_glue(dc_replace(start, reported_tokens_s=None))["meta_cfg_error"] == "no published run"
     # the plan's TFLOP/s are the cost model's own (same convention as Meta's 400)
     assert model_tflops_per_gpu(r) == pytest.approx(r.est.plan.terms["tflops_per_gpu"])
-    g = meta_glue(meta, pub)
-    assert g["llama3_tokens"] == "151 tokens/s" and g["meta_cfg_error"].startswith("-")
-    assert meta_glue(meta, None)["meta_cfg_error"] == "no published run"
-
-
-def test_the_table_sets_metas_interleaved_layout_beside_as_published():
-    from lib.closing.exercises import CHAPTER_JOB
-    from lib.closing.practice_plan import meta_beside, meta_interleaved
-
-    r = run_of(CHAPTER_JOB)
-    meta, pub = meta_beside(CHAPTER_JOB)
-    inter = meta_interleaved(CHAPTER_JOB)
-    t = llama3_table(r, meta, pub, inter)
-    assert t.head == ("", "this book's plan", "Meta's layout, priced", "Meta's layout interleaved, priced",
-                      "Llama 3 405B", "Llama 3's source")
-    rows = {row[0]: row for row in t.rows}
-    assert len(t.rows) == 8 and all(len(row) == 6 for row in t.rows)
-    assert rows["plan"][3].startswith("TP 8, PP 16, DP 128, VP 8") and "section 3.3.2" in rows["plan"][3]
-    assert rows["tokens/s per GPU"][3] == f"{inter.terms['tokens_per_s_per_gpu']:.0f} (estimated)"
-    assert rows["step time"][3] == f"{inter.terms['step_s']:.1f} s (estimated)"
-    # at the ZeRO stage its paper states, interleaved as it describes, it fits in the memory model
-    assert "; fits, " in rows["peak memory per GPU"][3] and "; fits, " in rows["peak memory per GPU"][2]
-    assert rows["goodput, no backups / backups"][3] == "not estimated"
-    assert rows["tokens/s per GPU"][4].startswith("151 (estimated from its quoted")
 
 
 def _chapter_sweep(sizes=(256, 1024, 4096, 8192, 16_384), **job):
@@ -160,7 +148,8 @@ def test_every_mark_lies_inside_its_axes_in_every_frame():
     # the chapter's other figure, stage 2's sensitivity (no slider), on its zoomed share axis
     from lib.closing.exercises import CHAPTER_JOB
 
-    assert marks_outside(sensitivity_figure(sensitivity(run_of(CHAPTER_JOB)))) == []
+    chapter = sensitivity(meta_start(CHAPTER_JOB), run_of(CHAPTER_JOB))
+    assert marks_outside(sensitivity_figure(chapter)) == []
 
 
 def test_the_smallest_bar_keeps_room_for_its_label():

@@ -10,6 +10,7 @@ import pytest
 from lib.closing import run as cr
 from lib.closing.exercises import run_of
 from lib.galvatron.search.analytic import SHAPES
+from lib.straggler import calibration
 from lib.straggler import model as sm
 
 
@@ -44,7 +45,9 @@ def test_backups_are_whole_data_parallel_replicas(default):
     e_step = step.sync_s + sum(math.exp(s * math.log(lam) - lam - math.lgamma(s + 1))
                                * sm.expected_max_s(n, max(s - b, 0), step) for s in range(60))
     assert r.eff_backup == pytest.approx(step.ideal_step_s / e_step * n / (n + extra), rel=1e-6)
-    mtbf_b = j.per_gpu_mtbf_h * 60 / (n + extra)   # backup GPUs fail too
+    # backup GPUs fail too: the production model's rate, N^alpha from its 16,384-GPU reference
+    alpha = calibration.size_law()[0]
+    mtbf_b = j.per_gpu_mtbf_h * 60 / 16_384 * (16_384 / (n + extra)) ** alpha
     assert r.fail_backup["mtbf_min"] == pytest.approx(mtbf_b)
     assert r.goodput_backup == pytest.approx(r.fail_backup["kept"] * r.eff_backup)
 
@@ -69,7 +72,7 @@ def test_the_16k_cluster_is_searchable():
     ("model", "llama3-1t"), ("n_gpus", 1000), ("n_gpus", 0), ("n_gpus", 32768), ("tokens_per_gpu", 0),
     ("tokens_per_gpu", 100), ("budget_gb", -1.0), ("storage_bw_gb_per_s", math.inf), ("per_gpu_mtbf_h", 0.0),
     ("restart_min", -1.0), ("backup_share", 1.5), ("p_slow", True), ("slow_factor", 0.5), ("max_tp", 3),
-    ("cluster", "tpu-pod"),
+    ("cluster", "tpu-pod"), ("failures", "weibull"),
 ])
 def test_bad_inputs_name_the_field(field, bad):
     kwargs = {field: bad}
@@ -105,3 +108,29 @@ def test_the_jobs_rules_reach_every_search(monkeypatch):
     monkeypatch.setattr(cr, "search", spy)
     cr.search_plan(cr.Job(n_gpus=256, model="llama3-8b", tokens_per_gpu=8192, rules="vldb2023"))
     assert seen and set(seen) == {"vldb2023"}
+
+
+def test_the_failure_stage_takes_the_production_model_and_the_page_is_a_switch():
+    """At 16,384 H100s both models give Llama 3's rate (it was measured there); below, the production model
+    fails more often (N^alpha, alpha < 1); the job's per-GPU MTBF scales either; the restart stays fixed."""
+    prod, page = cr.Job(), cr.Job(failures="page")
+    assert prod.failures == "production"
+    assert cr.cluster_mtbf_min(prod, 16_384) == pytest.approx(cr.cluster_mtbf_min(page, 16_384), rel=1e-12)
+    assert cr.cluster_mtbf_min(page, 1024) == pytest.approx(page.per_gpu_mtbf_h * 60 / 1024)
+    alpha = calibration.size_law()[0]
+    assert cr.cluster_mtbf_min(prod, 1024) == pytest.approx(prod.per_gpu_mtbf_h * 60 / 16_384 * 16 ** alpha)
+    assert cr.cluster_mtbf_min(prod, 1024) < cr.cluster_mtbf_min(page, 1024) / 1.5
+    assert cr.cluster_mtbf_min(prod, 20_000) > cr.cluster_mtbf_min(page, 20_000)  # grows slower than N
+    from lib.straggler import predict
+    from lib.straggler.switches import PRODUCTION
+
+    for n in (8, 1024, 16_384, 16_768, 100_000):  # Part III's own function, at the H100's own rate
+        assert cr.cluster_mtbf_min(prod, n) == pytest.approx(predict.mtbf_min("h100-sxm-80gb", n, PRODUCTION))
+    twice = replace(prod, per_gpu_mtbf_h=2 * prod.per_gpu_mtbf_h)
+    assert cr.cluster_mtbf_min(twice, 1024) == pytest.approx(2 * cr.cluster_mtbf_min(prod, 1024))
+    with pytest.raises(ValueError, match="n_gpus"):
+        cr.cluster_mtbf_min(prod, 0)
+    est = run_of(cr.Job(n_gpus=1024)).est
+    a, b = cr.failure_stage(cr.Job(n_gpus=1024), est, False), cr.failure_stage(
+        cr.Job(n_gpus=1024, failures="page"), est, False)
+    assert a["mtbf_min"] < b["mtbf_min"] and a["kept"] < b["kept"]

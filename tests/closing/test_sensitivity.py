@@ -1,12 +1,14 @@
 """Tests for lib/closing/sensitivity.py and llama3.py: a step at Meta's throughput is derived from the quoted
-figures; stage 2 under each step and tail is the chain recomputed; the orderings the chapter states hold."""
+figures; stage 2 under each step (Meta's, split two ways, and the planner's pick) and tail is the chain
+recomputed; the orderings the chapter states hold."""
 
 import pytest
 
 from lib.closing import llama3 as l3
 from lib.closing.exercises import CHAPTER_JOB, run_of
 from lib.closing.run import Job, one_run
-from lib.closing.sensitivity import PAGE_TAIL, TAILS, meta_estimate, sensitivity
+from lib.closing.meta_run import meta_run, meta_start, split_step
+from lib.closing.sensitivity import PAGE_TAIL, STEPS, TAILS, sensitivity
 from lib.galvatron.search.analytic import SHAPES
 from lib.straggler.model import StepModel
 
@@ -34,40 +36,30 @@ def test_the_pages_tail_is_part_threes_default():
     assert page.text() == "1 in 10,000 slow, 1.5x, jitter 1.0%"
 
 
-def test_meta_estimate_keeps_the_computation_and_takes_metas_layout():
-    r = run_of(CHAPTER_JOB)
-    m = meta_estimate(r)
-    assert m.compute_s == r.est.compute_s and m.step_s == pytest.approx(l3.llama3_step_s())
-    assert r.est.cp == 2 and (m.tp, m.pp, m.dp, m.cp, m.replica_gpus) == (8, 16, 128, 1, 128)
-    # about 0.66 s of communication beside 6.09 s of pipeline time (a regression guard: it was 2.5 s beside
-    # 4.26 s before the H100 efficiency was refitted under validate's fill by search, 0.524 of peak instead
-    # of 0.9, which lengthened the plan's pipeline and so shortened the rest of Meta's step)
-    assert 0.5 < m.sync_s < 0.8
-    with pytest.raises(ValueError, match="tflops_per_gpu"):
-        meta_estimate(r, tflops_per_gpu=2000.0)
-
-
 def test_sensitivity_is_the_chain_under_each_step_and_tail():
-    r = run_of(CHAPTER_JOB)
-    cases = sensitivity(r)
-    assert [(c.step, c.tail.name) for c in cases][:3] == [("the plan's", t.name) for t in TAILS]
-    page_plan = next(c.run for c in cases if c.step == "the plan's" and c.tail is PAGE_TAIL)
-    assert page_plan.eff_no_backup == pytest.approx(r.eff_no_backup)  # the page's tail is the chapter's run
-    page_meta = next(c.run for c in cases if c.step != "the plan's" and c.tail is PAGE_TAIL)
-    assert page_meta.eff_no_backup == pytest.approx(one_run(r.job, meta_estimate(r)).eff_no_backup)
-    assert page_meta.backup_gpus == 3 * 128  # ceil(2% of 128) replicas of 128 GPUs
-    # a step like Meta's (our 6.09 s of pipeline under uneven interleaving, the rest communication):
-    # stragglers cost over a quarter (a regression guard: 0.783 and 0.744 with the 4.26 s pipeline before the
-    # H100 refit under the fill by search; a longer pipeline leaves less communication to dilute them)
-    assert page_meta.eff_no_backup == pytest.approx(0.716, abs=0.01)
-    assert page_meta.goodput_no_backup == pytest.approx(0.680, abs=0.01)
-    # the plan's two 256-GPU backup replicas pay, as Meta's 128-GPU ones do
-    assert page_plan.backup_gpus == 512 and page_plan.eff_backup > page_plan.eff_no_backup
-    assert page_meta.eff_backup > page_meta.eff_no_backup + 0.1
-    for c in cases:  # the failure stage does not depend on the step model
-        assert c.run.fail_no_backup["kept"] == pytest.approx(r.fail_no_backup["kept"])
-    by_tail = {}
+    pick = run_of(CHAPTER_JOB)
+    start = meta_start(CHAPTER_JOB)
+    cases = sensitivity(start, pick)
+    assert [(c.step, c.tail.name) for c in cases] == [(s, t.name) for s in STEPS for t in TAILS]
+    by = {(c.step, c.tail.name): c.run for c in cases}
+    page_pick = by["the planner's pick", PAGE_TAIL.name]
+    assert page_pick.eff_no_backup == pytest.approx(pick.eff_no_backup)  # the page's tail is the chapter's
+    for gap, step in (("compute", STEPS[0]), ("communication", STEPS[1])):
+        r = by[step, PAGE_TAIL.name]
+        assert r.est == split_step(start, gap)
+        assert r.eff_no_backup == pytest.approx(meta_run(CHAPTER_JOB, gap).eff_no_backup)
+        assert r.backup_gpus == 3 * 128  # ceil(2% of 128) of Meta's replicas of 128 GPUs
+    # the chapter's numbers (a regression guard): the gap as compute keeps 75.6% with the page's tail,
+    # as communication 70.7%, the pick 70.5%; backups: Meta's 88.6% and 86.3%, the pick's 81.3%
+    m_c, m_x = by[STEPS[0], PAGE_TAIL.name], by[STEPS[1], PAGE_TAIL.name]
+    assert m_c.eff_no_backup == pytest.approx(0.756, abs=0.01)
+    assert m_x.eff_no_backup == pytest.approx(0.707, abs=0.01)
+    assert m_c.eff_no_backup > m_x.eff_no_backup  # more communication dilutes the stragglers' tax
+    assert min(m_c.eff_backup, m_x.eff_backup) > page_pick.eff_backup  # smaller replicas, cheaper backups
+    for c in cases:  # the failure stage without backups does not depend on the step model
+        assert c.run.fail_no_backup["kept"] == pytest.approx(pick.fail_no_backup["kept"])
+    by_step = {}
     for c in cases:
-        by_tail.setdefault(c.step, []).append(c.run.eff_no_backup)
-    for effs in by_tail.values():
+        by_step.setdefault(c.step, []).append(c.run.eff_no_backup)
+    for effs in by_step.values():
         assert effs[0] > effs[1] > effs[2]  # milder > page's > harsher

@@ -1,0 +1,79 @@
+"""Tests for lib/closing/meta_run.py: the chain starts from Meta's stated layout priced as validate prices it,
+beside Meta's reported step; the two splits of that step put the gap on one side each; the held-out error is
+the fit's; a lead inside it is not told apart."""
+
+from dataclasses import replace
+
+import pytest
+
+from lib.closing import meta_run as mr
+from lib.closing.exercises import CHAPTER_JOB
+from lib.closing.practice_plan import published_llama3
+from lib.galvatron.practice_report import fitted_runs
+from lib.galvatron.validate import estimate_run
+
+
+@pytest.fixture(scope="module")
+def start():
+    return mr.meta_start(CHAPTER_JOB)
+
+
+def test_meta_start_is_the_published_run_priced_beside_its_reported_step(start):
+    pub = published_llama3(16_384)
+    est = estimate_run(pub, "practice")
+    c = start.priced.config
+    assert (c.tp, c.pp, c.dp, c.zero, c.vp) == (8, 16, 128, 2, 8) and c == est["config"]
+    assert start.reported_tokens_s == pub.measured.tokens_per_s_per_gpu == pytest.approx(151.0)
+    # Meta's step: 2,048 sequences of 8,192 tokens over 16,384 GPUs at 151 tokens/s each
+    assert start.reported_step_s == pytest.approx(2048 * 8192 / (16_384 * 151.0))
+    assert start.error == pytest.approx(est["error"]) and -0.25 < start.error < -0.10
+    t = start.priced.terms
+    assert start.model_sync_s == pytest.approx(t["step_s"] - t["pipeline_s"])
+    assert t["fits"] and t["peak_bytes"] / 2**30 < CHAPTER_JOB.budget_gb
+
+
+def test_the_two_splits_put_the_gap_on_one_side_each(start):
+    t = start.priced.terms
+    comp, comm = mr.split_step(start, "compute"), mr.split_step(start, "communication")
+    for e in (comp, comm):
+        assert e.step_s == pytest.approx(start.reported_step_s)
+        assert (e.tp, e.pp, e.dp, e.cp, e.replica_gpus) == (8, 16, 128, 1, 128)
+    assert comp.sync_s == pytest.approx(start.model_sync_s)              # the model's communication kept
+    assert comp.compute_s == pytest.approx(start.reported_step_s - start.model_sync_s)
+    assert comm.compute_s == pytest.approx(t["pipeline_s"])              # the model's pipeline kept
+    assert comm.sync_s == pytest.approx(start.reported_step_s - t["pipeline_s"])
+    # the model's step is longer than Meta's, so counting the gap as compute shortens T_c
+    assert comp.compute_s < comm.compute_s and comp.sync_s > comm.sync_s
+    with pytest.raises(ValueError, match="gap must be one of"):
+        mr.split_step(start, "both")
+
+
+def test_a_step_shorter_than_the_kept_part_is_refused(start):
+    tiny = replace(start, reported_tokens_s=1e6)  # a step of 0.002 s
+    with pytest.raises(ValueError, match="gap='compute'"):
+        mr.split_step(tiny, "compute")
+    with pytest.raises(ValueError, match="gap='communication'"):
+        mr.split_step(tiny, "communication")
+
+
+def test_without_a_published_run_the_models_step_is_the_chains():
+    other = mr.meta_start(replace(CHAPTER_JOB, n_gpus=8192))   # Meta's 8,192 row trained 16M tokens, not 8M
+    assert other.reported_tokens_s is None and other.error is None and other.reported_step_s is None
+    e = mr.split_step(other, "compute")
+    assert e.step_s == pytest.approx(other.priced.terms["step_s"])
+    assert e.compute_s == pytest.approx(other.priced.terms["pipeline_s"])
+
+
+def test_held_out_error_is_the_fits():
+    h = mr.held_out_error()
+    fitted = fitted_runs()
+    assert h["n_fitted"] == len(fitted) == 8 and h["n_held"] == len(h["errors"]) - 8 == 13
+    # benchmarks/fit_efficiency.py: fitted median 1.6%, held-out median 13.5%, largest 20.8%
+    assert h["fitted_median"] < 0.03 and 0.12 < h["held_median"] < 0.15 and 0.19 < h["held_max"] < 0.22
+    held = sorted(abs(e) for n, e in h["errors"].items() if n not in fitted)
+    assert h["held_median"] == held[len(held) // 2] and h["held_max"] == held[-1]
+
+
+def test_within_says_whether_a_lead_is_inside_the_error():
+    assert mr.within(160.0, 151.0, 0.135) and not mr.within(160.0, 125.0, 0.135)
+    assert mr.within(100.0, 100.0, 0.0) and not mr.within(100.0, 86.0, 0.135)
