@@ -1,5 +1,5 @@
 """Collectives at scale as data: the achieved bus bandwidth of GPU fabrics from published nccl-tests runs
-(``data/hardware/fabrics.json``, every point with its source).
+(``data/hardware/fabrics/fabrics.json``, every point with its source).
 
 ``port_fraction(fabric, nodes)``: a NIC's achieved all-reduce bus bandwidth over its line rate when a
 collective spans ``nodes`` nodes, piecewise linear in log2(nodes) between the published points and flat
@@ -20,7 +20,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-FABRICS = Path(__file__).resolve().parents[3] / "data" / "hardware" / "fabrics.json"
+FABRICS = Path(__file__).resolve().parents[3] / "data" / "hardware" / "fabrics" / "fabrics.json"
 
 
 @lru_cache(maxsize=4)

@@ -291,7 +291,7 @@ STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives")
 #: wave-quantization factor (``quantization.py``: tiles of the GPU's ``gemm_tile`` in waves of its ``sms``).
 #: ``measured_collectives``: the hierarchical network's collectives at the bus bandwidth and latency that
 #: published collective benchmarks measured for the fabric, as functions of ranks and nodes
-#: (``data/hardware/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
+#: (``data/hardware/fabrics/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
 CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")

@@ -1,5 +1,5 @@
-"""Collectives at scale as data (data/hardware/fabrics.json, lib/galvatron/search/fabrics.py) and their use by
-the hierarchical network (collectives.group_s) under rules.measured_collectives (a candidate: off in every
+"""Collectives at scale as data (data/hardware/fabrics/fabrics.json, lib/galvatron/search/fabrics.py) and their
+use by the hierarchical network (collectives.group_s) under rules.measured_collectives (a candidate: off in every
 preset), against hand calculations."""
 
 import math
