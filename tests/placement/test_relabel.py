@@ -1,0 +1,127 @@
+"""Relabelling GPUs: every side chooses its GPUs on the machine where it is judged; the optimum over
+contiguous group placements."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from lib.graph import colocate
+from lib.placement import relabel
+from lib.placement.evaluate import head_to_head, seed_sides
+from lib.placement.optimum import contiguous_group_placements, count_contiguous, optimum
+from lib.placement.sim_env import NoiseModel, SimPlacementEnv
+
+
+def test_relabellings_are_distinct_and_counted():
+    assert len(relabel.relabellings((2, 2, 2), 4)) == 4
+    assert len(relabel.relabellings((0, 1, 1, 0), 4)) == 12
+    two = relabel.relabellings((0, 1, 2, 2), 4)
+    assert len(two) == 24 and two[0] == ((0, 1, 2, 3), (0, 1, 2, 2))  # as labelled comes first
+    assert len({q for _, q in two}) == 24
+    with pytest.raises(ValueError, match="outside 0..3"):
+        relabel.relabellings((0, 4), 4)
+
+
+def test_labels_round_trip_and_dedupe_across_candidates():
+    name = relabel.label("top1", (2, 0, 1, 3))
+    assert name == "top1 (GPUs 0123→2013)" and relabel.base_label(name) == "top1"
+    assert relabel.label("top1", (0, 1, 2, 3)) == "top1"
+    # top2 is a relabelling of top1: it adds nothing new
+    out = relabel.relabelled([("top1", (0, 0, 1)), ("top2", (1, 1, 0))], 4)
+    assert len(out) == 12 and all(relabel.base_label(n) == "top1" for n, _ in out)
+
+
+def test_contiguous_count_matches_closed_form():
+    assert count_contiguous(13, 4) == 7012
+    for n, d in ((1, 4), (3, 2), (5, 4), (6, 3)):
+        ps = contiguous_group_placements(n, d)
+        assert len(ps) == len(set(ps)) == count_contiguous(n, d)
+        for p in ps:  # each GPU's groups are one contiguous run
+            for g in set(p):
+                idx = [i for i, x in enumerate(p) if x == g]
+                assert idx == list(range(idx[0], idx[-1] + 1))
+
+
+def machine(seed=3, cap=None):
+    """Four GPUs of different speeds and no timing noise: a deterministic judged machine."""
+    quiet = NoiseModel(single_device_sd_s=0.0, multi_device_sd_s=0.0, device_speed_sd=0.02)
+    return SimPlacementEnv("ci", "4xT4-pcie", noise=quiet, seed=seed, mem_cap=cap)
+
+
+def test_optimum_is_no_slower_than_every_hand_placement():
+    env = machine()
+    groups = colocate(env.graph)
+    opt = optimum(env, groups)
+    assert opt.n_timed == count_contiguous(len(groups), 4) and opt.n_oom == 0
+    singles = [env.noiseless_s((d,) * env.n_nodes) for d in range(4)]
+    assert opt.step_s <= min(singles) and opt.polished_s <= opt.step_s
+    assert env.noiseless_s(opt.placement) == opt.step_s
+
+
+def run_on(placements):
+    """A stand-in for a training run: its candidates are given placements."""
+    return SimpleNamespace(candidates=lambda: [(f"top{i + 1}", tuple(p)) for i, p in enumerate(placements)])
+
+
+def picks(env, run, relabel_on, seed=0):
+    sides, fixed = seed_sides(run, env.graph, env.n_devices, relabel=relabel_on)
+    return head_to_head(env, sides, fixed, rounds_select=2, rounds_confirm=2, steps_per_round=2,
+                        rng=np.random.default_rng(seed))
+
+
+def test_relabelled_rl_pick_is_never_slower_noiselessly():
+    env = machine()
+    slowest = max(range(4), key=lambda d: env.device_time_factors[d])
+    others = [d for d in range(4) if d != slowest]
+    n = env.n_nodes
+    cands = [(slowest,) * n, (others[0],) * 2 + (slowest,) * (n - 2), (others[1],) + (slowest,) * (n - 1)]
+    for seed in range(3):
+        as_labelled = picks(env, run_on(cands), False, seed).entry("rl")
+        relabelled = picks(env, run_on(cands), True, seed).entry("rl")
+        assert relabelled.noiseless_s <= as_labelled.noiseless_s
+        assert relabelled.noiseless_s < env.noiseless_s(cands[0])  # off the slowest GPU
+        assert math.isclose(relabelled.mean_s, relabelled.noiseless_s, rel_tol=1e-9)  # no timing noise
+
+
+def test_relabelling_changes_the_verdict():
+    """A run that learned "everything on one GPU" on a machine where that GPU was fast loses to the single-GPU
+    side elsewhere as labelled, and ties with it relabelled (it is then the same placement)."""
+    env = machine()
+    slowest = max(range(4), key=lambda d: env.device_time_factors[d])
+    run = run_on([(slowest,) * env.n_nodes])
+    before, after = picks(env, run, False), picks(env, run, True)
+    assert before.gap_s < 0 and before.noiseless_gap_s < 0
+    assert after.entry("rl").placement == after.entry("single_gpu").placement
+    assert after.noiseless_gap_s >= 0
+
+
+def test_every_side_chooses_and_hand_placements_become_sides():
+    env = machine()
+    sides, fixed = seed_sides(run_on([(0,) * env.n_nodes]), env.graph, env.n_devices, relabel=True)
+    assert fixed == [] and len(sides["human_2gpu"]) == 12 and len(sides["rl"]) == 4
+    assert {"2-stage pipeline", "4-stage pipeline"} <= set(sides)  # the ci GPT is too short for a 4-way split
+    assert len(sides["2-stage pipeline"]) == 12 and len(sides["4-stage pipeline"]) == 24
+    old_sides, old_fixed = seed_sides(run_on([(0,) * env.n_nodes]), env.graph, env.n_devices, relabel=False)
+    assert len(old_sides["human_2gpu"]) == 3 and len(old_sides["rl"]) == 1 and len(old_fixed) == 2
+
+
+def test_noiseless_time_is_logged_and_none_out_of_memory():
+    env = machine(cap=0.02)
+    res = picks(env, run_on([(0,) * env.n_nodes]), True)
+    for e in res.entries:
+        assert (e.noiseless_s is None) == e.oom
+    back = type(res).from_dict(res.to_dict())
+    assert [e.noiseless_s for e in back.entries] == [e.noiseless_s for e in res.entries]
+
+
+def test_trained_best_is_found_through_a_relabelled_label():
+    from lib.placement import report as R
+    from lib.placement.evaluate import Entry
+
+    run = SimpleNamespace(top=[((0, 0, 1), 0.2), ((1, 1, 1), 0.3)],
+                          candidates=lambda: [("top1", (0, 0, 1)), ("top2", (1, 1, 1))])
+    moved = Entry("rl", relabel.label("top1", (1, 0, 2, 3)), (1, 1, 0), "pick", (0.25, 0.26), False)
+    assert R.trained_best_s(moved, run) == 0.2
+    assert R.trained_best_s(Entry("rl", "top9", (3, 3, 3), "pick", (0.3, 0.3), False), run) is None
