@@ -143,6 +143,17 @@ class HeadToHead:
         return other.noiseless_s - rl.noiseless_s
 
     @property
+    def noiseless_margin_s(self) -> float | None:
+        """Without noise, how much faster the RL pick is than the fastest other entry (seconds; negative =
+        slower; None when not known). Out-of-memory entries are left out."""
+        rl = self.entry(self.rl_side)
+        others = [e.noiseless_s for e in self.entries if not (e.role == "pick" and e.side == self.rl_side)
+                  and not e.oom]
+        if rl.noiseless_s is None or not others or any(t is None for t in others):
+            return None
+        return min(others) - rl.noiseless_s
+
+    @property
     def gap_s(self) -> float:
         """How much faster the RL pick is than the best other entry (seconds; negative = slower)."""
         return self.best_other.mean_s - self.entry(self.rl_side).mean_s

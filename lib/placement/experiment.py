@@ -160,10 +160,12 @@ def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_
 
 def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,
                  steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None,
-                 progress: bool = False):
+                 progress: bool = False, relabel: bool = True):
     """The head-to-head of a run's picks on ``spec`` (default: the run's own environment with noise on and
     another machine seed); writes ``<run>.eval.jsonl`` and returns ``(HeadToHead, PhaseTiming)`` read back from
-    it."""
+    it. ``relabel``: every side chooses its GPUs on that machine (``evaluate.seed_sides``); False: the
+    write-up's protocol, in which the RL candidates keep the GPUs they were trained on (the log is then
+    ``<run>.as-labelled.eval.jsonl``)."""
     from lib.placement.evaluate import head_to_head, phase_timing, seed_sides
     from lib.placement.reinforce import RunResult, check_signature, model_signature
 
@@ -173,7 +175,7 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     env = make_env(spec)
     groups = run.header["model"]["groups"]
     check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
-    sides, fixed = seed_sides(run, env.graph, env.n_devices)
+    sides, fixed = seed_sides(run, env.graph, env.n_devices, relabel=relabel)
     h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
                        rng=np.random.default_rng(seed), progress=progress)
     best_gpu = h2h.entry("single_gpu")
@@ -182,10 +184,10 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
         pair.append(("best single GPU: " + best_gpu.label, best_gpu.placement))
     phases = phase_timing(env, pair, phase_steps) if not h2h.winner.oom else None
     stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
-    out_path = out_path or stem + ".eval.jsonl"
+    out_path = out_path or stem + (".eval.jsonl" if relabel else ".as-labelled.eval.jsonl")
     header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
                                  "steps_per_round": steps_per_round, "phase_steps": phase_steps,
-                                 "run": os.path.basename(run_path)},
+                                 "relabel": relabel, "run": os.path.basename(run_path)},
                                 {**spec.to_dict(), "describe": env.describe()}, seed, run_kind="evaluate",
                                 model=run.header["model"])
     log = runlog.RunLog.create(out_path, header)

@@ -325,7 +325,7 @@ def same_as_previous_figure(x, share, n_devices: int, title: str | None = None, 
 
 def one_node_moves_figure(moves, names, pair: tuple[int, int], pair_label: str, title: str | None = None,
                           height: int = 420):
-    """Each node's best one-node move from the collapsed placement (ms; clipped, the clipped ones labelled),
+    """Each node's best one-node move from ``moves``' starting placement (ms; clipped, the clipped ones labelled),
     and the two nodes of ``pair`` moved together."""
     import plotly.graph_objects as go
 
@@ -379,8 +379,10 @@ def collapse_groups_figure(study: dict, title: str | None = None, height: int = 
     """The collapse over co-location groups (``lib.placement.collapse_groups``), drawn like the 40-node study:
     one row per experiment and setting, against the write-up's "about a hundred updates"."""
     rows = [{**r, "factor": f"{r['experiment']}, {r['factor']}"} for r in study["rows"]]
-    return collapse_sensitivity_figure({**study, "rows": rows}, title, height,
-                                       quoted=(100, "the write-up: about 100"))
+    fig = collapse_sensitivity_figure({**study, "rows": rows}, title, height,
+                                      quoted=(100, "the write-up: about 100"))
+    # no legend: the page audit found it on the title of this figure; the chapter's prose names the marks
+    return fig.update_layout(showlegend=False)
 
 
 def timelines_figure(traces: Mapping[str, list], title: str | None = None, height: int = 420):

@@ -50,6 +50,12 @@ class Optimum:
     n_oom: int
     polished_s: float  # after one-group moves from the contiguous optimum (== step_s when none helps)
     polished: tuple[int, ...]  # per node
+    single_s: float | None  # the fastest single GPU on the same machine (None: no single GPU fits)
+
+    @property
+    def range_share(self) -> float | None:
+        """How much faster the optimum is than the fastest single GPU, as a share of the single GPU's step."""
+        return None if self.single_s is None else (self.single_s - self.step_s) / self.single_s
 
 
 def optimum(env, groups: Sequence[Sequence[int]], polish: bool = True) -> Optimum:
@@ -78,4 +84,6 @@ def optimum(env, groups: Sequence[Sequence[int]], polish: bool = True) -> Optimu
         if t >= cur_s:
             break
         cur_g, cur_s = g, t
-    return Optimum(best, best_g, best_s, len(cands), n_oom, cur_s, expand(cur_g, groups, n))
+    singles = [t for d in range(env.n_devices) if (t := env.noiseless_s((d,) * n)) is not None]
+    return Optimum(best, best_g, best_s, len(cands), n_oom, cur_s, expand(cur_g, groups, n),
+                   min(singles) if singles else None)

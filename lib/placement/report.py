@@ -600,12 +600,29 @@ def flattery_table(evals: Mapping[str, object], runs: Mapping[str, object]) -> T
     """For each experiment, the RL pick's best timing in training against its re-timed mean."""
     rows = []
     for x, h in evals.items():
-        best = trained_best_s(h.entry("rl"), runs[x])
+        rl = h.entry("rl")
+        best = trained_best_s(rl, runs[x])
         if best is not None and not rl.oom:
             rows.append((x, f"{best * 1e3:.1f} ms", f"{rl.mean_s * 1e3:.1f} ms",
                          f"{(rl.mean_s - best) * 1e3:+.1f} ms", runs[x].header["env"]["describe"]))
     return table(("experiment", "best timing in training", "re-timed (confirmation mean)", "difference",
                   "trained on"), rows)
+
+
+def optimum_table(evals: Mapping[str, object], optima: Mapping[str, object]) -> Table:
+    """Per experiment, without noise on the machine where it was judged: the optimum over the contiguous group
+    placements (``lib.placement.optimum``), the fastest single GPU, the RL pick and the best other entry."""
+    q = lambda s: "out of memory" if s is None else f"{s * 1e3:.1f}"
+    rows = []
+    for x, h in evals.items():
+        o, rl, other = optima[x], h.entry(h.rl_side), h.best_other
+        share = "-" if o.range_share is None else f"{o.range_share:.1%}"
+        rows.append((x, q(o.step_s), q(o.single_s), share, q(rl.noiseless_s), f"{q(other.noiseless_s)} ({other.label})"))
+    return table(("experiment", "optimum (ms)", "fastest single GPU (ms)", "optimum's gain", "RL pick (ms)",
+                  "best other entry (ms)"), rows,
+                 "noiseless step times on each experiment's judged machine (simulated, its GPUs' speed factors); "
+                 f"the optimum over the {next(iter(optima.values())).n_timed:,} placements that give each GPU one "
+                 "contiguous run of groups")
 
 
 def trained_best_s(entry, run) -> float | None:
