@@ -205,36 +205,55 @@ def best_so_far_figure(groups: Mapping[str, Sequence], title: str):
 def machine_transfer(run_path: str, spec, machine_seeds: Sequence[int], rounds_select: int = 4,
                      rounds_confirm: int = 8, steps_per_round: int = 10) -> list[dict]:
     """The run's picks against every single GPU on each machine (simulated machine seeds, noise on): the RL pick's
-    gain over the best single GPU there. The first seed is the training machine's."""
-    from lib.placement.experiment import evaluate_run
+    gain over the best single GPU there, measured and without noise. Every side chooses its GPUs on each machine
+    (the RL pick among the relabellings of its placement); ``as_trained_q_ms`` is the same pick's noiseless gain
+    with the GPUs it was trained on. The first seed is the training machine's."""
+    from lib.placement.experiment import evaluate_run, make_env
+    from lib.placement.reinforce import RunResult
+    from lib.placement.relabel import base_label
 
     stem = run_path[:-len(".jsonl")]
+    trained = dict(RunResult.from_log(run_path).candidates())
     rows = []
     for s in machine_seeds:
-        h2h, _ = evaluate_run(run_path, replace(spec, noise=True, env_seed=int(s)), rounds_select, rounds_confirm,
-                              steps_per_round, seed=int(s), phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
+        where = replace(spec, noise=True, env_seed=int(s))
+        h2h, _ = evaluate_run(run_path, where, rounds_select, rounds_confirm, steps_per_round, seed=int(s),
+                              phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
         rl, one = h2h.entry("rl"), h2h.entry("single_gpu")
         se_ms = math.hypot(rl.sem_s, one.sem_s) * 1e3  # the standard error of the gain (independent rounds)
         gain_ms = (one.mean_s - rl.mean_s) * 1e3
+        q = lambda e: math.nan if e.noiseless_s is None else e.noiseless_s * 1e3
+        env = make_env(where)
+        singles = [t for d in range(env.n_devices) if (t := env.noiseless_s((d,) * env.n_nodes)) is not None]
+        best_gpu_q = min(singles) * 1e3 if singles else math.nan
+        as_trained = env.noiseless_s(trained[base_label(rl.label)])
         rows.append({"machine": int(s), "rl_ms": rl.mean_s * 1e3, "rl_label": rl.label, "gpu_ms": one.mean_s * 1e3,
                      "gpu_label": one.label, "gain_ms": gain_ms, "gain_se_ms": se_ms,
                      "gain_z": gain_ms / se_ms if se_ms > 0 else math.copysign(math.inf, gain_ms),
-                     "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se})
+                     "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se,
+                     "rl_q_ms": q(rl), "gpu_q_ms": best_gpu_q, "gain_q_ms": best_gpu_q - q(rl),
+                     "as_trained_q_ms": best_gpu_q - (math.nan if as_trained is None else as_trained * 1e3)})
     return rows
 
 
 def transfer_table(rows: Sequence[dict], home: int, source: str) -> HTMLTable:
     out = tuple((f"{r['machine']}" + (" (trained here)" if r["machine"] == home else ""), r["rl_label"],
-                 f"{r['rl_ms']:.1f}", r["gpu_label"], f"{r['gpu_ms']:.1f}",
-                 f"{r['gain_ms']:+.1f} ± {r['gain_se_ms']:.1f}", f"{r['gain_z']:+.1f}") for r in rows)
+                 f"{r['rl_ms']:.1f} ({r['rl_q_ms']:.1f})", r["gpu_label"], f"{r['gpu_ms']:.1f} ({r['gpu_q_ms']:.1f})",
+                 f"{r['gain_ms']:+.1f} ± {r['gain_se_ms']:.1f}", f"{r['gain_q_ms']:+.1f}",
+                 f"{r['as_trained_q_ms']:+.1f}") for r in rows)
     return HTMLTable(("machine seed", "RL pick", "RL (ms)", "best single GPU", "GPU (ms)", "gain ± SE (ms)",
-                      "gain (SE)"), out, caption=f"head-to-head on each machine; {source}", nowrap=(2, 4, 5, 6))
+                      "gain without noise (ms)", "gain without noise, GPUs as trained (ms)"), out,
+                     caption=f"head-to-head on each machine, confirmation means (in brackets: without noise; the "
+                             f"GPU column's noiseless time is the machine's fastest GPU); {source}",
+                     nowrap=(2, 4, 5, 6, 7))
 
 
 def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> dict:
     """The gain on the training machine and the mean gain elsewhere, each with its standard error; their
-    difference in standard errors; and the machine-specific share of the home gain, only when the home gain is
-    itself clear (at least ``min_se`` standard errors; otherwise a share of noise means nothing: NaN)."""
+    difference in standard errors; the machine-specific share of the home gain, only when the home gain is
+    itself clear (at least ``min_se`` standard errors; otherwise a share of noise means nothing: NaN); and the
+    same without noise (``home_q_ms``, ``away_q_ms``, ``specific_q_share``), also with the GPUs as trained
+    (``*_trained_q_ms``, ``specific_trained_q_share``), when the rows have them."""
     h = next(r for r in rows if r["machine"] == home)
     away = [r for r in rows if r["machine"] != home]
     mean_away = float(np.mean([r["gain_ms"] for r in away])) if away else math.nan
@@ -242,9 +261,16 @@ def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> di
     diff_se = math.hypot(h["gain_se_ms"], away_se)
     home_clear = h["gain_ms"] >= min_se * h["gain_se_ms"]
     share = (h["gain_ms"] - mean_away) / h["gain_ms"] if home_clear else math.nan
-    return {"home_ms": h["gain_ms"], "home_se_ms": h["gain_se_ms"], "away_ms": mean_away, "away_se_ms": away_se,
-            "diff_z": (h["gain_ms"] - mean_away) / diff_se if diff_se > 0 else math.nan,
-            "home_clear": bool(home_clear), "specific_share": share}
+    out = {"home_ms": h["gain_ms"], "home_se_ms": h["gain_se_ms"], "away_ms": mean_away, "away_se_ms": away_se,
+           "diff_z": (h["gain_ms"] - mean_away) / diff_se if diff_se > 0 else math.nan,
+           "home_clear": bool(home_clear), "specific_share": share}
+    for key, name in (("gain_q_ms", "q"), ("as_trained_q_ms", "trained_q")):
+        if key in h:
+            home_q = h[key]
+            away_q = float(np.mean([r[key] for r in away])) if away else math.nan
+            out[f"home_{name}_ms"], out[f"away_{name}_ms"] = home_q, away_q
+            out[f"specific_{name}_share"] = (home_q - away_q) / home_q if home_q > 0 else math.nan
+    return out
 
 
 def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:

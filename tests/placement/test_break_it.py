@@ -71,11 +71,19 @@ def test_machine_transfer_rows_and_summary(ci_run):
     for r in rows:
         assert r["gain_ms"] == pytest.approx(r["gpu_ms"] - r["rl_ms"])
         assert r["gain_z"] == pytest.approx(r["gain_ms"] / r["gain_se_ms"])
+        assert r["gain_q_ms"] == pytest.approx(r["gpu_q_ms"] - r["rl_q_ms"])
+        # the pick chooses its GPUs on each machine: never slower without noise than with them as trained
+        assert r["gain_q_ms"] >= r["as_trained_q_ms"] - 0.5  # (up to a noisy selection's slip)
+    assert rows[0]["gain_q_ms"] == pytest.approx(rows[0]["as_trained_q_ms"], abs=0.5)  # at home, alike
     row = lambda m, g, se: {"machine": m, "gain_ms": g, "gain_se_ms": se}
     s = B.transfer_summary([row(0, 10.0, 2.0), row(1, 4.0, 2.0), row(2, 2.0, 2.0)], 0)
     assert s["home_ms"] == 10.0 and s["away_ms"] == 3.0 and s["specific_share"] == pytest.approx(0.7)
     assert s["home_clear"] and s["away_se_ms"] == pytest.approx(2 ** 0.5)
     assert s["diff_z"] == pytest.approx(7.0 / (4 + 2) ** 0.5)
+    qrow = lambda m, q, t: {**row(m, 1.0, 1.0), "gain_q_ms": q, "as_trained_q_ms": t}
+    sq = B.transfer_summary([qrow(0, 3.0, 3.0), qrow(1, 2.0, -1.0), qrow(2, 4.0, 0.0)], 0)
+    assert sq["home_q_ms"] == 3.0 and sq["away_q_ms"] == 3.0 and sq["specific_q_share"] == 0.0
+    assert sq["away_trained_q_ms"] == -0.5 and sq["specific_trained_q_share"] == pytest.approx(3.5 / 3)
     noisy = B.transfer_summary([row(0, 10.0, 6.0), row(1, 4.0, 6.0)], 0)  # a home gain within 2 SE
     assert not noisy["home_clear"] and noisy["specific_share"] != noisy["specific_share"]  # NaN: no share
 
