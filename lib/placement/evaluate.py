@@ -4,8 +4,8 @@ Selection: ``rounds_select`` rounds (the write-up: 4); in each, every candidate 
 freshly shuffled order, for ``steps_per_round`` timed steps (the write-up: 10). Each side's pick is its candidate
 with the lowest mean over the selection rounds: the RL side chooses from the run's top 5 and its final
 favourite, the single-GPU side from the 4 GPUs, the human side from its two-GPU splits over three GPU pairs.
-With ``seed_sides(..., relabel=True)`` (the default) every side, the RL side included, also chooses its GPUs
-there: each candidate is tried under every relabelling of the machine's GPUs (``lib.placement.relabel``).
+With ``seed_sides(..., gpu_order=rank_devices(...))`` every side, the RL side included, also chooses its GPUs
+there, by one rule: its busiest GPU on the machine's fastest (``lib.placement.relabel.by_speed``).
 Confirmation: ``rounds_confirm`` fresh rounds (the write-up: 8), shuffled, time only the picks and the fixed
 baselines; in the simulator each confirmed entry also carries its noiseless time on the same machine. Only
 confirmation timings are reported (selection timings are never re-used: the best of several noisy timings is
@@ -342,33 +342,39 @@ def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> 
 
 # --- the write-up's sides, from the hand-made placements of lib.placement.baselines ---
 
-def seed_sides(run, graph, n_devices: int, relabel: bool = True) -> tuple[dict, list]:
-    """The head-to-head's sides and fixed baselines for a run: ``(sides, fixed)``.
+def rank_devices(env: PlacementEnv, rounds: int, steps_per_round: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """The machine's GPUs, fastest first: each GPU holding the whole model, timed in ``rounds`` shuffled rounds
+    of ``steps_per_round`` steps (the write-up's single-GPU side, timed apart: these timings are used for
+    nothing else). A GPU on which the model does not fit ranks by its out-of-memory charge, last."""
+    n, t = env.n_devices, [[] for _ in range(env.n_devices)]
+    for _ in range(rounds):
+        for d in rng.permutation(n):
+            t[d].append(time_round(env, (int(d),) * env.n_nodes, steps_per_round)[0])
+    return tuple(sorted(range(n), key=lambda d: (float(np.mean(t[d])), d)))
 
-    ``relabel`` (the default): every side chooses its GPUs on the machine where it is judged. The RL side
-    chooses among every relabelling of the GPUs of its top 5 and its final favourite (``lib.placement.relabel``),
-    the single-GPU side among the GPUs, the human side among its two-GPU split on every ordered pair, and each
-    of the fixed hand-made placements of ``lib.placement.baselines`` (the four-way layer split, the pipelines)
-    becomes a side of its own, choosing among its relabellings; ``fixed`` is empty.
-    ``relabel=False``: the write-up's protocol, in which the RL candidates keep the GPUs they were trained on,
-    the human split is tried on the write-up's three GPU pairs and the other hand-made placements are fixed.
+
+def seed_sides(run, graph, n_devices: int, gpu_order: Sequence[int] | None = None) -> tuple[dict, list]:
+    """The head-to-head's sides and fixed baselines for a run: ``({"rl", "single_gpu", "human_2gpu"}, fixed)``.
+
+    rl: the run's top 5 and final favourite; single_gpu: every device; human_2gpu: the two-GPU split on the
+    write-up's three GPU pairs; fixed: the four-way layer split and the pipelines of ``lib.placement.baselines``.
+    ``gpu_order`` (the judged machine's GPUs, fastest first, from :func:`rank_devices`): every placement but the
+    single GPUs is relabelled so that its busiest GPU is the fastest (``lib.placement.relabel.by_speed``), so
+    every side chooses its GPUs on the machine where it is judged. None: the write-up's protocol, in which the
+    RL candidates keep the GPUs they were trained on.
     """
-    from itertools import permutations
-
     from lib.placement import baselines as bl
     from lib.placement import relabel as rl
 
-    single = bl.single_devices(graph, n_devices)
-    if not relabel:
-        sides = {"rl": run.candidates(), "single_gpu": single}
-        human = bl.human_two_gpu(graph, n_devices)
-        if human:
-            sides["human_2gpu"] = human
-        return sides, bl.fixed_baselines(graph, n_devices)
-    sides = {"rl": rl.relabelled(run.candidates(), n_devices), "single_gpu": single}
-    human = bl.human_two_gpu(graph, n_devices, pairs=list(permutations(range(n_devices), 2)))
+    sides = {"rl": run.candidates(), "single_gpu": bl.single_devices(graph, n_devices)}
+    human = bl.human_two_gpu(graph, n_devices)
     if human:
         sides["human_2gpu"] = human
-    for name, p in bl.fixed_baselines(graph, n_devices):
-        sides[name] = rl.relabelled([(name, p)], n_devices)
-    return sides, []
+    fixed = bl.fixed_baselines(graph, n_devices)
+    if gpu_order is None:
+        return sides, fixed
+    sides["rl"] = rl.by_speed(sides["rl"], gpu_order, graph)
+    if human:  # the split names its own GPUs: "human 2-GPU split on <embedding's>,<head's>"
+        sides["human_2gpu"] = [(f"human 2-GPU split on {p[0]},{p[-1]}", p)
+                               for _, p in rl.by_speed(human, gpu_order, graph)]
+    return sides, rl.by_speed(fixed, gpu_order, graph)

@@ -163,10 +163,11 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
                  progress: bool = False, relabel: bool = True):
     """The head-to-head of a run's picks on ``spec`` (default: the run's own environment with noise on and
     another machine seed); writes ``<run>.eval.jsonl`` and returns ``(HeadToHead, PhaseTiming)`` read back from
-    it. ``relabel``: every side chooses its GPUs on that machine (``evaluate.seed_sides``); False: the
-    write-up's protocol, in which the RL candidates keep the GPUs they were trained on (the log is then
+    it. ``relabel``: every side chooses its GPUs on that machine, its busiest GPU on the fastest, the GPUs
+    ranked by timing them first (``evaluate.rank_devices``, ``seed_sides``); False: the write-up's protocol,
+    in which the RL candidates keep the GPUs they were trained on (the log is then
     ``<run>.as-labelled.eval.jsonl``)."""
-    from lib.placement.evaluate import head_to_head, phase_timing, seed_sides
+    from lib.placement.evaluate import head_to_head, phase_timing, rank_devices, seed_sides
     from lib.placement.reinforce import RunResult, check_signature, model_signature
 
     run = RunResult.from_log(run_path)
@@ -175,9 +176,11 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     env = make_env(spec)
     groups = run.header["model"]["groups"]
     check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
-    sides, fixed = seed_sides(run, env.graph, env.n_devices, relabel=relabel)
-    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
-                       rng=np.random.default_rng(seed), progress=progress)
+    rng = np.random.default_rng(seed)
+    order = rank_devices(env, rounds_select, steps_per_round, rng) if relabel else None
+    sides, fixed = seed_sides(run, env.graph, env.n_devices, gpu_order=order)
+    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round, rng=rng,
+                       progress=progress)
     best_gpu = h2h.entry("single_gpu")
     pair = [("winner: " + h2h.winner.label, h2h.winner.placement)]
     if h2h.winner.label != best_gpu.label and not best_gpu.oom:  # under a memory cap one GPU may not fit
@@ -187,7 +190,8 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     out_path = out_path or stem + (".eval.jsonl" if relabel else ".as-labelled.eval.jsonl")
     header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
                                  "steps_per_round": steps_per_round, "phase_steps": phase_steps,
-                                 "relabel": relabel, "run": os.path.basename(run_path)},
+                                 "relabel": relabel, "gpu_order": None if order is None else list(order),
+                                 "run": os.path.basename(run_path)},
                                 {**spec.to_dict(), "describe": env.describe()}, seed, run_kind="evaluate",
                                 model=run.header["model"])
     log = runlog.RunLog.create(out_path, header)

@@ -33,10 +33,14 @@ def test_t_interval_by_hand():
     assert math.isnan(B.t_interval([5.0])[1])
 
 
-def test_efficiency_uses_the_best_of_all_runs_and_counts_a_miss_as_its_budget():
+def test_efficiency_uses_the_best_of_all_runs_and_never_averages_a_miss_as_its_budget():
     fast, slow = _res([[2.0, 3.0]]), _res([[3.0, 3.0], [2.5, 2.9]])
     ref, eff = B.efficiency({"a": [fast], "b": [slow]})
-    assert ref == 2.0 and eff["a"]["samples"] == [2] and eff["b"]["samples"] == [4] and eff["b"]["reached"] == 0
+    assert ref == 2.0 and eff["a"]["samples"] == [2] and eff["b"]["samples"] == [None] and eff["b"]["reached"] == 0
+    assert B.samples_text([2, None, 6], 8) == "2, > 8, 6"
+    t = B.efficiency_table({"a": [fast, fast], "b": [slow, fast]}, single_s=2.2)
+    assert t.rows[0][3] == "2 ± 0" and t.rows[1][3] == "-"  # no mean over a run that never got there
+    assert t.rows[1][2] == "> 4, 2" and "of the 200.0 ms" in t.caption
 
 
 def test_run_names_say_algorithm_and_policy():

@@ -19,6 +19,12 @@ def run_cli(args, capsys):
     return capsys.readouterr().out
 
 
+def h2h_graph(out):
+    from lib.gpt import gpt_graph, preset
+
+    return gpt_graph(preset(RunResult.from_log(os.path.join(out, "r.jsonl")).header["env"]["preset"]))
+
+
 def test_train_evaluate_figures(tmp_path, capsys):
     out = str(tmp_path)
     args = ["train", "--preset", "ci", "--colocate", "--n-iters", "3", "--k", "4", "--out", out, "--quiet",
@@ -37,14 +43,15 @@ def test_train_evaluate_figures(tmp_path, capsys):
                     "--steps-per-round", "2"], capsys)
     assert "standard errors" in text
     _, h2h, ph = experiment.read_evaluation(os.path.join(out, "r.eval.jsonl"))
-    # every side chooses its GPUs on the judged machine: the hand-made placements are sides too
-    assert {"human_2gpu", "rl", "single_gpu"} <= {e.side for e in h2h.entries if e.role == "pick"}
-    assert all(e.role == "pick" for e in h2h.entries)
+    assert sorted(e.side for e in h2h.entries if e.role == "pick") == ["human_2gpu", "rl", "single_gpu"]
     assert all(len(e.confirm_s) == 3 for e in h2h.entries)
+    # every side chooses its GPUs on the judged machine: the RL candidates are relabelled, busiest GPU fastest
+    header = runlog.read(os.path.join(out, "r.eval.jsonl"))[0]
+    order = header["config"]["gpu_order"]
     rl_cands = RunResult.from_log(os.path.join(out, "r.jsonl")).candidates()
     rl_sel = [s for s in h2h.selection if s.side == "rl"]
     assert {relabel.base_label(s.label) for s in rl_sel} <= {lbl for lbl, _ in rl_cands}
-    assert {p for _, p in rl_cands} <= {s.placement for s in rl_sel}  # each as labelled, among its relabellings
+    assert [s.placement for s in rl_sel] == [p for _, p in relabel.by_speed(rl_cands, order, h2h_graph(out))]
 
     rows = json.loads(run_cli(["figures", "--out", out], capsys).strip().splitlines()[0])
     assert rows["run"] == "r" and rows["updates"] == 5
