@@ -59,7 +59,7 @@ def sharded_head_to_head(run_path: str, spec, rounds_select: int = 4, rounds_con
     """The head-to-head of a run's picks against the sharded-AdamW baseline (model on one GPU, every GPU
     choosable), the human two-GPU split and the fixed baselines, on ``spec``; logged and read back."""
     from lib.placement.evaluate import head_to_head, rank_devices, seed_sides
-    from lib.placement.experiment import make_env, read_evaluation
+    from lib.placement.experiment import independent_noise, make_env, read_evaluation
     from lib.placement.reinforce import RunResult, check_signature, model_signature
     from lib.placement.sim_sharded import ShardedOptimizerEnv
 
@@ -68,6 +68,7 @@ def sharded_head_to_head(run_path: str, spec, rounds_select: int = 4, rounds_con
                          "TorchPlacementEnv(optimizer='sharded')")
     run = RunResult.from_log(run_path)
     base = make_env(spec)
+    independent_noise(base, spec, seed, run_path + ".sharded")
     check_signature(run.header, model_signature(base.graph, run.header["model"]["groups"], base.n_devices),
                     run_path)
     env = ShardedOptimizerEnv(base)
@@ -289,18 +290,20 @@ def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> di
 
 
 def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:
-    """One row per head-to-head (keyed by what it is, e.g. a profile): the RL pick, the best other entry, the gap
-    in standard errors and the verdict's first words."""
+    """One row per head-to-head (keyed by what it is, e.g. a profile): the RL pick, the best other entry, each
+    with its noiseless time on the same machine where known, the gap in standard errors and the verdict's
+    first words."""
+    q = lambda e: "" if e.noiseless_s is None else f" ({e.noiseless_s * 1e3:.1f})"
     rows = []
     for key, h in h2hs.items():
         rl, other = h.entry(rl_side), h.best_other
         v = {"win": "RL wins", "loss": "RL loses", "tie": "no clear winner"}[h.outcome()]
-        rows.append((key, f"{rl.mean_s * 1e3:.1f} ± {rl.sem_s * 1e3:.1f}", other.label,
-                     f"{other.mean_s * 1e3:.1f} ± {other.sem_s * 1e3:.1f}", f"{h.gap_se:+.1f}", v))
+        rows.append((key, f"{rl.mean_s * 1e3:.1f} ± {rl.sem_s * 1e3:.1f}{q(rl)}", other.label,
+                     f"{other.mean_s * 1e3:.1f} ± {other.sem_s * 1e3:.1f}{q(other)}", f"{h.gap_se:+.1f}", v))
     return HTMLTable(("machine", "RL pick ± SE (ms)", "best other", "other ± SE (ms)", "gap (SE)",
                       "verdict (2-SE rule)"), tuple(rows),
-                     caption="head-to-head, confirmation means; simulated, noise on, a machine seed other than "
-                             "the training one", nowrap=(1, 3, 4))
+                     caption="head-to-head, confirmation means (in brackets: without noise on the same machine); "
+                             "simulated, noise on, a machine seed other than the training one", nowrap=(1, 3, 4))
 
 
 def clip_fractions(runs: Sequence) -> tuple[float, float]:

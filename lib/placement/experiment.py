@@ -158,6 +158,16 @@ def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_
         return RunResult.from_log(path)  # what the chapters show is what the log on disk says
 
 
+def independent_noise(env, spec: EnvSpec, seed: int, run_path: str) -> None:
+    """Give a simulated machine's timing noise its own stream for this evaluation of this run: the machine (its
+    GPUs' speed factors, drawn from ``spec.env_seed`` when it was built) stays the same, but two runs judged on
+    one machine no longer share their noise draws, which made their tables repeat the same spreads."""
+    import zlib
+
+    if spec.device == "sim" and hasattr(env, "rng"):
+        env.rng = np.random.default_rng([spec.env_seed, seed, zlib.crc32(os.path.basename(run_path).encode())])
+
+
 def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,
                  steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None,
                  progress: bool = False, relabel: bool = True):
@@ -174,6 +184,7 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     if spec is None:
         spec = replace(EnvSpec.from_dict(run.header["env"]), noise=True, env_seed=seed + 1)
     env = make_env(spec)
+    independent_noise(env, spec, seed, run_path)
     groups = run.header["model"]["groups"]
     check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
     rng = np.random.default_rng(seed)

@@ -125,3 +125,27 @@ def test_best_so_far_figure_is_the_mean_curve():
     tr = fig.data[0]
     assert list(tr.x) == [2, 4] and list(tr.y) == [3000.0, 2000.0] and tr.name == "m"
     assert "mean of 2" in fig.layout.yaxis.title.text
+
+
+def test_each_run_judged_on_a_machine_gets_its_own_noise(ci_run, tmp_path):
+    """Same machine (speed factors), but two runs no longer share their noise draws; one run twice is the same."""
+    import shutil
+
+    from lib.placement.experiment import evaluate_run
+
+    spec, run = ci_run
+    twin = str(tmp_path / "twin.jsonl")
+    shutil.copy(run.path, twin)
+    where = replace(spec, noise=True, env_seed=7)
+    args = (where, 1, 2, 2)
+    a = evaluate_run(run.path, *args, phase_steps=1, out_path=str(tmp_path / "a.eval.jsonl"))[0]
+    a2 = evaluate_run(run.path, *args, phase_steps=1, out_path=str(tmp_path / "a2.eval.jsonl"))[0]
+    b = evaluate_run(twin, *args, phase_steps=1, out_path=str(tmp_path / "b.eval.jsonl"))[0]
+    one = lambda h: h.entry("single_gpu").confirm_s
+    assert one(a) == one(a2) and one(a) != one(b)
+    from lib.placement.experiment import independent_noise, make_env
+
+    env = make_env(where)
+    factors = env.device_time_factors
+    independent_noise(env, where, 0, twin)
+    assert env.device_time_factors == factors == make_env(where).device_time_factors  # the same machine
