@@ -178,8 +178,10 @@ def against_write_up_hand(h2h):
     ``verdict()`` and ``gap_se`` compare like with like; the book's pipelines are dropped."""
     from dataclasses import replace as _replace
 
+    from lib.placement.relabel import base_label
+
     keep = [e for e in h2h.entries if (e.role == "pick" and e.side in (h2h.rl_side, *WRITE_UP_HAND))
-            or (e.role == "fixed" and e.label in WRITE_UP_HAND)]
+            or (e.role == "fixed" and base_label(e.label) in WRITE_UP_HAND)]
     return _replace(h2h, entries=tuple(keep))
 
 
@@ -583,12 +585,18 @@ class FavouriteVsSingle:
         return "is slower than" if self.gap_se <= -min_se else "does not clearly beat"
 
 
-def favourite_vs_single(h2h, favourite: Sequence[int] | None) -> FavouriteVsSingle | None:
+def favourite_vs_single(h2h, favourite: Sequence[int] | None,
+                        candidates: Sequence[tuple[str, Sequence[int]]] = ()) -> FavouriteVsSingle | None:
     """From the head-to-head's selection rounds (both timed in the same rounds, so comparable); ``None`` when
-    the favourite or the picked single GPU was not among the candidates, or either ran out of memory."""
+    the favourite or the picked single GPU was not among the candidates, or either ran out of memory.
+    ``candidates`` (the run's, as trained) finds the favourite under another name or relabelled."""
+    from lib.placement.relabel import base_label
+
     if favourite is None:
         return None
-    fav = next((s for s in h2h.selection if s.side == h2h.rl_side and s.placement == tuple(favourite)), None)
+    names = {"favourite"} | {lbl for lbl, p in candidates if tuple(p) == tuple(favourite)}
+    fav = next((s for s in h2h.selection if s.side == h2h.rl_side and
+                (s.placement == tuple(favourite) or base_label(s.label) in names)), None)
     gpu = h2h.entry("single_gpu")
     sel = next((s for s in h2h.selection if s.side == "single_gpu" and s.placement == gpu.placement), None)
     if fav is None or sel is None or fav.oom or sel.oom:
