@@ -47,7 +47,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (book)" >/dev/null
 	touch $(STAMP)
 
-# The executed, strict HTML book: clean (--all), every warning an error, broken references too.
+# The executed, strict HTML book: clean (--all), every warning an error, broken references too, and no glued
+# number shown as a tuple (tools/check_glued.py).
 # Every chapter is executed now, from this checkout, on BOOK_WORKERS processes (one per core, at most 4) into a
 # fresh _build/.jupyter_cache (tools/execute_book.py, which fails on any cell error); the build then takes every
 # page from that cache (_build/_config.cache.yml: _config.yml with execute_notebooks: cache). BOOK_WORKERS=0:
@@ -59,6 +60,7 @@ book: $(STAMP) $(if $(LIVE),$(LIVE_STAMP))
 	rm -rf _build/.doctrees _build/html/reports
 	$(if $(BOOK_PARALLEL),CI=true $(PY) tools/execute_book.py --workers $(BOOK_WORKERS))
 	CI=true $(VENV)/bin/jupyter-book build . --all -W -n --keep-going$(if $(BOOK_PARALLEL), --config _build/_config.cache.yml)
+	$(PY) tools/check_glued.py _build/html
 	$(if $(LIVE),$(MAKE) --no-print-directory live)
 
 # The live part into an already built _build/html (make book LIVE=1 runs it); checks the site's size budget.

@@ -46,10 +46,30 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
 
 
 class _Text(str):
-    """A string whose plain-text display is the string itself, without quotes."""
+    """A string whose plain-text display shows the string itself, without quotes, in the built page.
+
+    myst-nb's ``{glue:text}`` role reads the glued text/plain back with ``ast.literal_eval`` and prints the
+    result, so a plain ``32,768`` would come back as the tuple ``(32, 768)`` and ``0.50`` as ``0.5``. Such
+    text, which Python would read as another value, is displayed quoted: the role then reads back the string
+    itself. Any other text is displayed bare. Chapters paste with ``{glue:text}`` only: the ``{glue:}`` role
+    shows the text/plain as it is, and would show the quotes (tests/test_check_glued.py holds this).
+    """
 
     def __repr__(self) -> str:
-        return str.__str__(self)
+        text = str.__str__(self)
+        return text if reads_back_as_itself(text) else str.__repr__(text)
+
+
+def reads_back_as_itself(text: str) -> bool:
+    """Whether ``text``, glued bare, shows as itself on the page: myst-nb's ``{glue:text}`` reads it back with
+    ``ast.literal_eval`` (falling back to the text when that fails) and prints ``str()`` of the result."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return True
+    return str(value) == text
 
 
 def resolve_mode(mode: str, n_real_devices: int, needed: int) -> str:

@@ -4,7 +4,8 @@
 fields: a REINFORCE update has its placements, one per sample, each a device of the run's own machine
 (``header.model.n_devices``) for every node (``header.model.n_nodes``), and step times that are finite and not
 negative; a head-to-head record has its entries and selections with such times and devices, a phase timing
-one row of finite, non-negative phase times per label. A missing field, a wrong type
+one row of finite, non-negative phase times per label; the header of such a log has its environment and model
+(``PlacementHeader``). A missing field, a wrong type
 or an impossible value is one :class:`lib.cli_errors.UserError` naming the file, the line and the field (exit 2
 through every CLI). Used in: ``python -m lib.placement evaluate`` and ``figures``.
 """
@@ -31,6 +32,14 @@ class ModelInfo(_Open):
     n_devices: _Count
 
 
+class PlacementModel(ModelInfo):
+    """The model signature a REINFORCE or evaluation log's header carries (``reinforce.model_signature``): what
+    ``evaluate`` rebuilds the graph and the groups from. ``groups`` is null for a run without co-location."""
+
+    graph: StrictStr
+    groups: list[list[Annotated[StrictInt, Field(ge=0)]]] | None
+
+
 class Header(_Open):
     kind: Literal["header"]
     config: dict
@@ -38,6 +47,14 @@ class Header(_Open):
     seed: StrictInt | None = None
     run_kind: StrictStr | None = None
     model: ModelInfo | None = None
+
+
+class PlacementHeader(Header):
+    """The header of Part I's logs (``run_kind`` reinforce or evaluate): the environment and the model are what
+    ``evaluate`` and ``figures`` read, so they are required (a header without them was a ``KeyError``)."""
+
+    env: dict
+    model: PlacementModel
 
 
 class UpdateRecord(_Open):
@@ -102,9 +119,26 @@ def _devices(where: str, placement: list, model: ModelInfo | None) -> None:
                         f"header's machine has {model.n_devices})")
 
 
+def _groups(where: str, model: PlacementModel) -> None:
+    """Co-location groups (when not null) split the model's nodes: each node in exactly one group."""
+    if model.groups is None:
+        return
+    nodes = sorted(n for g in model.groups for n in g)
+    if nodes != list(range(model.n_nodes)) or not all(model.groups):
+        raise UserError(f"{where}: the groups hold nodes {_short(nodes)}; allowed: non-empty groups that hold "
+                        f"each of the {model.n_nodes} nodes (0..{model.n_nodes - 1}) exactly once")
+
+
+def _short(xs: list) -> str:
+    return str(xs) if len(xs) <= 12 else f"[{', '.join(map(str, xs[:12]))}, ...] ({len(xs)} in all)"
+
+
 def check_records(path: str, header: dict, records: list[dict]) -> None:
     """Every record of a checked log (``lib.runlog.read``) against its schema; a ``UserError`` otherwise."""
     h = parse(Header, header, f"run log {path}: line 1 (header)")
+    if h.run_kind in KINDS:
+        h = parse(PlacementHeader, header, f"run log {path}: line 1 (header)")
+        _groups(f"run log {path}: line 1 (header): model.groups", h.model)
     for i, r in enumerate(records, start=2):
         where = f"run log {path}: line {i}"
         kind = r.get("kind")

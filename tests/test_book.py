@@ -72,3 +72,19 @@ def test_offer_runlogs_writes_where_the_page_links(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert book.offer_runlogs(str(runs), "book/placement/02_the_placer") == "runlogs/02_the_placer.zip"
     assert (tmp_path / "runlogs" / "02_the_placer.zip").is_file()
+
+
+@pytest.mark.parametrize("text", ["32,768", "65,536", "2,667", "0.50", "1e3", "1_000", "30%", "2.5 GB",
+                                  "3", "-0.25", "1.2 × 10⁴²", "(a note)", "'quoted'", "[1, 2]"])
+def test_glued_text_reads_back_as_itself_in_myst_nb(text):
+    # myst-nb's {glue:text} role: literal_eval of the glued text/plain, then str(); "32,768" once became
+    # "(32, 768)" on chapter 9's page
+    from myst_nb.core.variables import format_plain_text
+
+    assert format_plain_text(repr(book._Text(text)), "") == text
+
+
+def test_ambiguous_text_is_quoted_and_plain_text_is_not():
+    assert repr(book._Text("32,768")) == "'32,768'"
+    assert repr(book._Text("30%")) == "30%"
+    assert not book.reads_back_as_itself("32,768") and book.reads_back_as_itself("2.5 GB")

@@ -18,8 +18,8 @@ import pytest
 from tools.live import build, find_python, pins, selftest, site, wheel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIVE_CHAPTERS = ("book/galvatron/03_the_search.md", "book/stragglers/01_the_one_slow_gpu.md",
-                 "book/closing/01_one_run.md")
+LIVE_CHAPTERS = ("book/galvatron/03_the_search.md", "book/galvatron/05_from_paper_to_practice.md",
+                 "book/stragglers/01_the_one_slow_gpu.md", "book/closing/01_one_run.md")
 _DIRECTIVE = re.compile(r"^```\{live-widget\}\n(.*?)^```", re.M | re.S)
 
 # A subprocess prelude that makes torch (and the book-only packages) unimportable.
@@ -78,11 +78,13 @@ assert lib.__file__.startswith({str(tmp_path)!r}), lib.__file__
 mods = [m.name for m in pkgutil.walk_packages(lib.__path__, "lib.") if not m.name.endswith("__main__")]
 for m in mods:
     importlib.import_module(m)
-from lib.galvatron.widgets import PlanSettings, plan_answer
+from lib.galvatron.widgets import PlanSettings, plan_answer, JobSettings, job_answer
 from lib.straggler.widgets import StragglerSettings, live_answer
 from lib.closing.run import Job, one_run
 a = plan_answer(PlanSettings("bert-huge-32", 8, 8.0, "vldb2023"))
 assert a.result.feasible and a.result.throughput > 0
+j = job_answer(JobSettings("llama3-8b", 16, "h100-sxm-80gb", 64, 2048))
+assert j.error is None and j.rows[0]["tokens_per_s_per_gpu"] > 0
 c, fig = live_answer(StragglerSettings(n_gpus=1024))
 r = one_run(Job())
 assert 0 < r.goodput_no_backup < 1

@@ -229,3 +229,179 @@ def test_fuzz_evaluation_logs(eval_log, tmp_path_factory, line, m):
     rc, _, err = call_main(main, ["figures", "--out", str(d)])
     assert_one_line(rc, err, "r.eval.jsonl")
     assert not (d / "figures").exists()
+
+
+# --- issue 38: the readers these fuzzes had not covered yet ----------------------------------------------------------
+# A REINFORCE log's header as ``evaluate`` reads it; a published-runs file as ``validate`` reads it, at any depth;
+# the straggler settings the command line and the widget share; the counts of a plan that ``plan`` and ``run``
+# share. Each: accepted with a sound result, or exit 2 and one line naming the file (or flag, or field).
+
+@pytest.fixture(scope="module")
+def train_log(tmp_path_factory):
+    from lib.placement.cli import main
+
+    out = tmp_path_factory.mktemp("hdr")
+    assert call_main(main, ["train", "--preset", "ci", "--colocate", "--n-iters", "2", "--k", "2", "--hidden", "8",
+                            "--out", str(out), "--quiet", "--name", "r"])[0] == 0
+    return out / "r.jsonl"
+
+
+_HEADER_PATHS = ("config", "env", "model", "run_kind", "seed", "config.top_n", "config.k", "config.hidden",
+                 "model.graph", "model.n_nodes", "model.n_devices", "model.groups", "env.device", "env.profile",
+                 "env.preset", "env.n_micro", "env.mem_cap", "env.noise", "env.env_seed", "env.mechanisms")
+_ODD = st.sampled_from([None, "x", 1.5, [], {}, True, -1, 0, 3, 10**12, "49m", "real", [[0, 1]], {"x": 1}])
+
+
+def _set_path(doc, path, value):
+    *outer, last = path.split(".")
+    for k in outer:
+        doc = doc[k]
+    if value == "DROP":
+        doc.pop(last)
+    else:
+        doc[last] = value
+
+
+@pytest.mark.parametrize("path", _HEADER_PATHS)
+def test_every_header_field_dropped(train_log, tmp_path_factory, path):
+    _evaluate_with_header(train_log, tmp_path_factory.mktemp("drop"), path, "DROP")
+
+
+@FUZZ
+@given(path=st.sampled_from(_HEADER_PATHS), value=st.one_of(st.just("DROP"), _ODD))
+def test_fuzz_run_log_headers_through_evaluate(train_log, tmp_path_factory, path, value):
+    _evaluate_with_header(train_log, tmp_path_factory.mktemp("fzhdr"), path, value)
+
+
+def _evaluate_with_header(train_log, d, path, value):
+    from lib.placement.cli import main
+
+    lines = train_log.read_text().splitlines()
+    header = json.loads(lines[0])
+    _set_path(header, path, value)
+    lines[0] = json.dumps(header)
+    (d / "r.jsonl").write_text("\n".join(lines) + "\n")
+    rc, out, err = call_main(main, ["evaluate", "--run", "r", "--out", str(d), "--rounds-select", "1",
+                                    "--rounds-confirm", "2", "--steps-per-round", "1"])
+    must_refuse = path.split(".")[0] in ("model", "run_kind") or path in ("config", "env") or (
+        value == "DROP" and path in ("config", "env", "model"))
+    if path == "model.groups" and value is None:  # a run without co-location groups: allowed
+        must_refuse = False
+    if path == "config" and value == {}:  # every field takes its default, as a field the header lacks does
+        must_refuse = False
+    if rc == 0:
+        assert not must_refuse, (path, value)
+        assert not err and "RL pick vs best other" in out and "10000" not in out
+        assert (d / "r.eval.jsonl").exists()
+    else:
+        assert_one_line(rc, err)
+        assert "r.jsonl" in err[0] or path == "env.device", err  # env.device real: no CUDA device here
+
+
+def _calibration_run():
+    from lib.galvatron.practice_report import CALIBRATION
+
+    d = json.loads(open(CALIBRATION).read())
+    return {"source": d["source"], "runs": d["runs"][:1]}
+
+
+_RUN_PATHS = ("name", "quote", "global_batch", "precision", "model.layers", "model.hidden", "model.heads",
+              "model.kv_heads", "model.ffn", "model.vocab", "model.seq_len", "model.gated_mlp", "cluster.gpu",
+              "cluster.gpus", "cluster.gpus_per_node", "cluster.fabric_gb_s_per_gpu", "config.tp", "config.pp",
+              "config.dp", "config.micro_batch", "config.zero", "config.recompute", "config.vp",
+              "measured.tokens_per_s_per_gpu")
+_SIZES = st.sampled_from([None, "x", 1.5, [], True, -1, 0, 7, 10**9, 10**12, float("inf")])
+
+
+@pytest.mark.parametrize("value", ["DROP", 0, 7, 10**9])
+@pytest.mark.parametrize("path", _RUN_PATHS)
+def test_every_run_field_dropped_or_extreme(tmp_path_factory, path, value):
+    _validate_with(tmp_path_factory, path, value)
+
+
+@FUZZ
+@given(path=st.sampled_from(_RUN_PATHS), value=st.one_of(st.just("DROP"), _SIZES))
+def test_fuzz_published_runs_through_validate(tmp_path_factory, path, value):
+    _validate_with(tmp_path_factory, path, value)
+
+
+def _validate_with(tmp_path_factory, path, value):
+    from lib.cli_errors import run_cli
+    from lib.galvatron.validate import main
+
+    doc = _calibration_run()
+    _set_path(doc["runs"][0], path, value)
+    p = tmp_path_factory.mktemp("fzruns") / "runs.json"
+    p.write_text(json.dumps(doc))  # inf is written as Infinity, which a strict reader refuses too
+    rc, out, err = call_main(lambda a: run_cli(main, a), ["--runs", str(p), "--no-search", "--json"])
+    if rc == 0:  # accepted: an estimate that is a number of tokens, not an underflow dressed up as one
+        row = json.loads(out)["runs"][0]
+        assert 0 < row["estimate"] < 1e7 and row["peak_gb"] < 1e6, (path, value, row)
+    else:
+        assert_one_line(rc, err, str(p))
+
+
+_SETTINGS = {"n_gpus": "--gpus", "interval_min": "--interval", "backup_pct": "--backups", "days": "--days",
+             "seed": "--seed"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(_SETTINGS)),
+       value=st.one_of(st.integers(-5, 10**13), st.floats(allow_nan=True, allow_infinity=True), st.booleans()))
+def test_fuzz_straggler_settings_one_reader_for_the_widget_and_the_command_line(name, value):
+    """The widget's settings and the command line accept and refuse the same values, with the same words."""
+    from lib.cli_errors import UserError
+    from lib.straggler.cli import parse_args
+    from lib.straggler.widgets import StragglerSettings
+
+    try:
+        StragglerSettings(**{name: value})
+        widget = None
+    except UserError as e:
+        widget = str(e)
+    flag, int_flag = _SETTINGS[name], name in ("n_gpus", "seed")
+    typed = not isinstance(value, bool) and (isinstance(value, int) or not int_flag)
+    try:
+        if typed:  # the value as argparse types it from the command line
+            parse_args([f"{flag}={value}"])  # "=": a negative value is not read as another option
+        else:  # a bool, or a float for an integer flag, argparse refuses itself: the shared check alone
+            from lib.straggler.settings import check_setting
+
+            check_setting(name, value, flag)
+        cli = None
+    except UserError as e:
+        cli = str(e)
+    assert (widget is None) == (cli is None), (name, value, widget, cli)
+    if widget is not None:
+        assert widget.startswith(f"{name}: ") and cli.startswith(f"{flag}: ")
+        assert widget.split(": ", 1)[1] == cli.split(": ", 1)[1]  # the same value, bounds and why
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.fixed_dictionaries({}, optional={
+    "global_bsz": st.integers(1, 64), "chunks": st.integers(1, 128), "world_size": st.sampled_from([1, 2, 4]),
+    "n_gpus": st.sampled_from([1, 2, 4, 8])}))
+def test_fuzz_plan_counts_read_alike_by_plan_and_run(counts):
+    """``plan`` (``Plan.from_dict``) and ``run`` (``runtime.plan.validated``) refuse the same counts with the
+    same line: chunks above global_bsz, world_size and n_gpus that disagree."""
+    from lib.cli_errors import UserError
+    from lib.galvatron.runtime.plan import validated
+    from lib.galvatron.search.plan import Plan
+
+    doc = {"pp_deg": 1, "tp_sizes_enc": "1,1", "tp_consecutive_flags": "1,1", "dp_types_enc": "0,0",
+           "global_bsz": 4, "chunks": 1, "world_size": 1, **counts}
+    said = {}
+    for tool, read in (("plan", lambda: Plan.from_dict(doc)), ("run", lambda: validated(doc, "plan"))):
+        try:
+            read()
+            said[tool] = None
+        except UserError as e:
+            said[tool] = str(e)
+    bad_chunks = doc["chunks"] > doc["global_bsz"]
+    bad_world = "n_gpus" in doc and doc["n_gpus"] != doc["world_size"]
+    if bad_chunks or bad_world:
+        assert said["run"] is not None and said["plan"] is not None, (doc, said)
+        word = "chunks" if bad_chunks else "n_gpus"
+        assert word in said["run"] and word in said["plan"], said
+    else:
+        assert said["run"] is None, said  # the runtime's schema takes every other count here

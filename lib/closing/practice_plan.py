@@ -81,9 +81,11 @@ def practice_job(job) -> LayoutJob:
 
 
 def meta_config(n_gpus: int) -> ParallelConfig:
-    """Meta's layout for Llama 3 405B (Table 4): TP 8, PP 16, DP = GPUs / 128, ZeRO-1, sequence parallel,
-    micro-batch 1, no recompute: the fields of the published run, nulls filled as ``validate`` fills them."""
-    return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(n_gpus), sequence_parallel=True, zero=1)
+    """Meta's layout for Llama 3 405B (Table 4): TP 8, PP 16, DP = GPUs / 128, ZeRO-2 (section 3.3.2: its
+    FSDP "shards optimizer states and gradients"), sequence parallel, micro-batch 1, no recompute, plain
+    1F1B: the fields of the published run with its unstated ones at the documented defaults
+    (``published.to_config``), for GPU counts at which no run was published."""
+    return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(n_gpus), sequence_parallel=True, zero=2)
 
 
 def meta_interleaved(job) -> PracticePlan:
@@ -91,8 +93,8 @@ def meta_interleaved(job) -> PracticePlan:
     ``practice``: section 3.3.2 uses an interleaved schedule and takes one layer from the first and the last
     stage, so that "the first model chunk on the first stage has only the embedding, and the last model chunk
     on the last stage has only output projection and loss calculation": chunks of one layer, (layers + 2) / PP
-    of them per stage (126 layers, PP 16: VP 8). The paper does not state VP; this is our reading of it, which
-    is why ``data/published_runs/`` keeps it null (and ``validate`` prices VP 1)."""
+    of them per stage (126 layers, PP 16: VP 8). The paper does not state VP, so ``data/published_runs/``
+    keeps it null; ``validate``'s fill by search (``fills.py``) picks the same VP 8."""
     meta, _ = meta_beside(job)
     layers = SHAPES[job.model].n_layers
     if (layers + 2) % meta.config.pp:
@@ -128,12 +130,17 @@ def search(job) -> tuple[PracticePlan, float]:
 
 def meta_beside(job) -> tuple[PracticePlan, object]:
     """Meta's layout on ``job``'s GPUs priced under ``practice`` and the published run it comes from (the
-    run's own fields, as ``validate`` prices it), or ``meta_config`` and None where no run was published
-    at that size."""
+    run's own fields, its unstated ones filled as ``validate`` fills them: each searched alone for the
+    fastest setting that fits, ``fills.py``), or ``meta_config`` and None where no run was published at
+    that size."""
     run = published_llama3(job.n_gpus) if job.model == "llama3-405b" else None
     if run is None:
         return price(job, meta_config(job.n_gpus)), None
+    from lib.galvatron.fills import SEARCHED, fill_by_search
     from lib.galvatron.published import to_config
     from lib.galvatron.validate import run_rules
 
-    return price(job, to_config(run), run_rules(run, "practice")), run
+    rules = run_rules(run, "practice")
+    nulls = [f for f in SEARCHED if getattr(run.config, f) is None]
+    cfg, _, _ = fill_by_search(practice_job(job), to_config(run), nulls, rules)
+    return price(job, cfg, rules), run

@@ -91,7 +91,7 @@ def meta_glue(meta, published) -> dict[str, str]:
     published run's tokens/s/GPU (``published``: a ``published.Run``)."""
     t = meta.terms
     out = {"meta_cfg": meta.label(), "meta_cfg_tokens": f"{t['tokens_per_s_per_gpu']:.0f} tokens/s",
-           "meta_cfg_step_s": f"{t['step_s']:.2f} s", "meta_cfg_peak": f"{t['peak_gb']:.1f} GB",
+           "meta_cfg_step_s": f"{t['step_s']:.2f} s", "meta_cfg_peak": f"{peak_gib(t):.1f} GiB",
            "meta_cfg_error": "no published run", "llama3_tokens": "no published run",
            "meta_micro": f"{t['micro_batches']:,}", "meta_bubble": f"{meta.bubble_share:.0%}"}
     if published is not None:
@@ -130,7 +130,7 @@ def llama3_table(r: OneRun, meta=None, published=None, interleaved=None) -> HTML
     if meta is None:
         return _llama3_html(j, head, rows)
     at = [row[0] for row in rows].index("step time") + 1
-    rows.insert(at, ("peak memory per GPU", _memory(e.plan.terms), "not reported", ""))
+    rows.insert(at, ("peak memory per GPU", _memory(e.plan.terms, j.budget_gb), "not reported", ""))
     priced = [("Meta's layout, priced", meta, "the published layout; its nulls filled as validate fills them")]
     if interleaved is not None:
         priced.append(("Meta's layout interleaved, priced", interleaved,
@@ -142,8 +142,18 @@ def llama3_table(r: OneRun, meta=None, published=None, interleaved=None) -> HTML
     return _llama3_html(j, head, rows)
 
 
-def _memory(t: dict) -> str:
-    return f"{t['peak_gb']:.1f} GB (estimated; {'fits' if t['fits'] else 'does not fit'})"
+def peak_gib(t: dict) -> float:
+    """A priced layout's peak memory per GPU in GiB (2^30 bytes), the unit of ``Job.budget_gb``: the chapter
+    states every memory in GiB."""
+    return t["peak_bytes"] / 2**30
+
+
+def _memory(t: dict, usable_gib: float) -> str:
+    """Peak memory against the usable memory, with the headroom (or the shortfall) stated."""
+    peak = peak_gib(t)
+    verdict = (f"fits, {usable_gib - peak:.1f} GiB spare" if t["fits"]
+               else f"does not fit, {peak - usable_gib:.1f} GiB over")
+    return f"{peak:.1f} GiB of {usable_gib:g} usable (estimated; {verdict})"
 
 
 def _priced_column(j, plan, how: str) -> dict:
@@ -152,7 +162,7 @@ def _priced_column(j, plan, how: str) -> dict:
     return {"GPUs": f"{j.n_gpus:,} (input)", "plan": f"{plan.label()} ({how})",
             "tokens/s per GPU": f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
             "TFLOP/s per GPU": f"{t['tflops_per_gpu']:.0f} (estimated)",
-            "step time": f"{t['step_s']:.1f} s (estimated)", "peak memory per GPU": _memory(t)}
+            "step time": f"{t['step_s']:.1f} s (estimated)", "peak memory per GPU": _memory(t, j.budget_gb)}
 
 
 def _llama3_html(j, head, rows) -> HTMLTable:

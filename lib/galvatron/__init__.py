@@ -9,5 +9,7 @@ profiles), ``analytic`` (profiles from a model's shape and a hardware profile), 
 functions), ``sdp``, ``model``, ``plan`` (the runtime's plan), ``stage`` (``StageRunner``), ``pipeline``,
 ``processes`` (starting ranks), ``jobs`` (what a rank does), ``launch``, ``profiler``, ``evaluate``
 (estimated against measured). ``python -m lib.galvatron run`` runs a plan under ``torchrun``.
+Beside them, the practice tools: ``published`` (runs as data), ``fills`` (unstated fields filled by search),
+``stacks`` (software stacks as data), ``ranking`` (sweeps), ``validate`` and ``job_plan`` (``plan --model``).
 Used in: book/galvatron/.
 """

@@ -11,6 +11,10 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 
 ``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
 --budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
+``plan --model CONFIG.json --gpus N --gpu h100-sxm-80gb --global-batch B --seq-len S [--stack megatron-lm]
+[--top 5] [--json]`` plans the reader's own job under the practice rules (``job_plan.py``).
+``python -m lib.galvatron validate --runs FILE...`` judges the cost model against published runs and sweeps
+(``validate.py``).
 ``python -m lib.galvatron memory`` measures each rank's memory by category for DP, SDP, TP and PP on local gloo
 ranks and prints the cost model's estimate beside it (chapter 8's comparison).
 
@@ -64,6 +68,17 @@ def _parser() -> OneLineParser:
     pl.add_argument("--megatron", action="store_true", help="print Megatron-LM's flags for it")
     pl.add_argument("--nnodes", type=int, default=1, help="--print-torchrun: nodes (default 1)")
     pl.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="--print-torchrun: cpu or cuda")
+    pl.add_argument("--model", default=None, help="plan your own job (job_plan.py): a Hugging Face "
+                    "config.json or a model name (llama3-70b, ...), with --gpus, --gpu, --global-batch, --seq-len")
+    pl.add_argument("--gpu", default="h100-sxm-80gb", help="--model: the GPU type (data/hardware/gpus/)")
+    pl.add_argument("--global-batch", type=int, default=None, help="--model: sequences per step")
+    pl.add_argument("--seq-len", type=int, default=None, help="--model: tokens per sequence")
+    pl.add_argument("--stack", default=None, help="--model: the software stack (data/stacks/; default "
+                    "megatron-lm)")
+    pl.add_argument("--top", type=int, default=5, help="--model: how many layouts to print (default 5)")
+    pl.add_argument("--json", action="store_true", help="--model: print the report as JSON")
+    sub.add_parser("validate", add_help=False, help="the cost model against published training runs and "
+                   "sweeps (validate.py; validate --help for its flags)")
     mem = sub.add_parser("memory", help="measure each rank's memory by category for DP, SDP, TP and PP on "
                                         "local gloo ranks and set the cost model's estimate beside it")
     for k, v in (("world-size", 2), ("vocab", 64), ("seq-len", 64), ("d-model", 128), ("n-head", 4),
@@ -194,8 +209,12 @@ def _plan_cmd(args) -> int:
 
     from .search.plan import Plan
 
-    if (args.plan is None) == (args.search is None):
-        raise UserError("plan: give exactly one of --plan FILE or --search MODEL")
+    if sum(x is not None for x in (args.plan, args.search, args.model)) != 1:
+        raise UserError("plan: give exactly one of --plan FILE, --search MODEL or --model MODEL")
+    if args.model is not None:  # the reader's own job under the practice rules (job_plan.py)
+        from .job_plan import main as job_plan_main
+
+        return job_plan_main(args)
     check_int("--nnodes", args.nnodes, 1, 65536, "nodes, at most the plan's GPUs")
     if args.out is not None:  # before the search: a bad --out must not cost a search, nor a flag after it
         if args.search is None:
@@ -209,7 +228,9 @@ def _plan_cmd(args) -> int:
 
         if args.search not in model_names():
             raise UserError(f"--search {args.search!r} is not a published model; allowed: {model_names()}")
-        check_int("--gpus", args.gpus, 1, 65536)
+        from .search.engine import check_gpus
+
+        check_gpus(check_int("--gpus", args.gpus, 1), "--gpus")  # within the range the search tries
         check_float("--budget-gb", args.budget_gb, 0, 1e4, lo_open=True)
         if args.print_torchrun and args.gpus % args.nnodes:
             raise UserError(f"--nnodes {args.nnodes} does not divide --gpus {args.gpus}; allowed: a divisor")
@@ -235,6 +256,14 @@ def _plan_cmd(args) -> int:
     if args.print_torchrun and (args.nnodes > plan.world_size or plan.world_size % args.nnodes):
         raise UserError(f"--nnodes {args.nnodes} does not divide the plan's {plan.world_size} GPUs; allowed: "
                         f"a divisor of {plan.world_size}")
+    if args.print_torchrun:  # the command must start a run: the runtime's own check, before it is printed
+        from .runtime.plan import load_plan
+
+        try:
+            load_plan(plan.to_dict(), plan.world_size, os.path.basename(path)).check_runnable()
+        except UserError as e:
+            raise UserError(f"--print-torchrun: run would refuse {path}: {e}; allowed: a plan run can start "
+                            f"(or describe this one without --print-torchrun)") from None
     print(plan.summary())
     if args.print_torchrun:
         print(plan.to_torchrun(path, nnodes=args.nnodes, device=args.device))

@@ -1,17 +1,21 @@
 """Reference answers to the exercises of "From the paper to practice" (the book's chapter 9), computed with
 the library; see lib/exercises.py. No number is typed in: each answer is a function of no arguments that
-calls ``lib.galvatron.search`` (the practice mechanisms) or ``lib.galvatron.practice_report`` (the
-calibration set of ``data/published_runs/``). This module never imports ``lib.exercises``.
+calls ``lib.galvatron.search`` (the practice mechanisms), ``lib.galvatron.practice_report`` (the
+calibration set of ``data/published_runs/``) or ``lib.galvatron.practice_picks`` (a lead's range). This module never imports ``lib.exercises``.
 
 Used in: the exercises at the end of book/galvatron/05_from_paper_to_practice.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from .practice_report import calibration_runs, leave_one_out, most_needed, picks
+from .practice_picks import held_out_error, lead_range
+from .published import to_job
 from .search.activations import layer_activation_bytes
+from .search.cost import step_estimate
 from .search.precision import bytes_per_value
 from .search.rules import PRACTICE
 from .search.schedules import bubble_fraction
@@ -22,8 +26,10 @@ from .search.zero import state_bytes_per_param
 LLAMA_DP, LLAMA_PP, LLAMA_M = 64, 16, 16
 #: GPT-3 175B's layer (Brown et al. 2020): 2,048 tokens, hidden 12,288, 96 heads; TP 8, one sequence.
 GPT3 = dict(s=2048, b=1, h=12288, a=96, ffn=4 * 12288, t=8)
-#: The run of exercise 5 and its rules: practice without ZeRO stages 1 and 2.
+#: The run of exercises 5 and 7 (exercise 5: practice without ZeRO stages 1 and 2).
 PICK_RUN = "sc21-gpt-18.4b"
+#: The run of exercise 6, whose interleaving (vp) its source leaves unstated.
+FILL_RUN = "llama3-405b-16384-8192"
 
 
 def zero2_bytes_llama() -> float:
@@ -66,14 +72,47 @@ def pick_without_zero12_tokens() -> float:
     return _pick_without_zero12()["est_pick"]["tokens_per_s_per_gpu"]
 
 
+def _run(name):
+    return next(r for r in calibration_runs() if r.name == name)
+
+
+def fill_gain() -> float:
+    """Exercise 6: the estimated tokens/s/GPU of Llama 3's 16,384-GPU layout with its unstated fields filled
+    by search (``validate``'s fill: vp 8), over the same layout at vp 1 (plain 1F1B, the old default)."""
+    from .validate import estimate_run, run_rules
+
+    run = _run(FILL_RUN)
+    est = estimate_run(run, "practice")
+    plain = step_estimate(to_job(run), replace(est["config"], vp=1), run_rules(run, "practice"))
+    return est["tokens_per_s_per_gpu"] / plain["tokens_per_s_per_gpu"]
+
+
+@lru_cache(maxsize=1)
+def _pick():
+    return picks(calibration_runs(), [PICK_RUN])[PICK_RUN]
+
+
+def pick_lead_low() -> float:
+    """Exercise 7: the low end of the SC'21 18.4B pick's estimated lead over the published layout when each
+    estimate may be off by the held-out error (``practice_picks.lead_range``)."""
+    p = _pick()
+    return lead_range(p["est_pick"]["tokens_per_s_per_gpu"], p["est_published"]["tokens_per_s_per_gpu"],
+                      held_out_error())[1]
+
+
 ANSWERS: dict[str, dict] = {
     "ch9.1": dict(answer=zero2_bytes_llama, what="ZeRO-2 bytes per parameter over 64 ranks",
-                  unit="bytes", rel_tol=1e-3),
+                  unit="bytes", rel_tol=1e-3, stated=2.25),
     "ch9.2": dict(answer=interleaved_bubble, what="interleaved bubble, pp 16, m 16, vp 2", unit="",
-                  rel_tol=1e-3),
+                  rel_tol=1e-3, stated=0.47),
     "ch9.3": dict(answer=gpt3_selective_mb, what="GPT-3 layer, TP 8 + SP + selective recompute",
-                  unit="MB", rel_tol=1e-2),
-    "ch9.4": dict(answer=most_needed_mechanism, what="the mechanism the fit needs most"),
+                  unit="MB", rel_tol=1e-2, stated=107),
+    "ch9.4": dict(answer=most_needed_mechanism, what="the mechanism the fit needs most",
+                  stated="pipeline schedules"),
     "ch9.5": dict(answer=pick_without_zero12_tokens, what="best pick without ZeRO-1/2, SC'21 18.4B",
-                  unit="tokens/s/GPU", rel_tol=1e-2),
+                  unit="tokens/s/GPU", rel_tol=1e-2, stated=None),
+    "ch9.6": dict(answer=fill_gain, what="Llama 3 at 16,384 GPUs: filled vp over vp 1, estimated",
+                  unit="x", rel_tol=1e-2, stated=None),
+    "ch9.7": dict(answer=pick_lead_low, what="low end of the SC'21 18.4B pick's lead under the held-out "
+                  "error", unit="", rel_tol=0.03, stated=None),
 }

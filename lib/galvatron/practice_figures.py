@@ -321,3 +321,62 @@ def attention_figure(gpu, h: int, name: str, seqs=(2048, 4096, 8192, 16384, 3276
     fig.update_yaxes(title_text="attention's share of compute time (%)", range=[0, 100])
     return layout(fig, f"The attention core's share of a layer's compute, {name} on {gpu.name} (estimated)",
                   height=380)
+
+
+def error_per_run_figure(ab, steps: tuple, fitted: set, names: tuple | None = None, band: float = 0.15):
+    """Each published configuration's signed error (estimate / published - 1) after some steps of an
+    ``Ablation``, one column per run (sorted by the last step's error), the +-``band`` band shaded. Fitted
+    runs as diamonds, held-out runs as circles; an open marker where the configuration does not fit. A
+    log-log parity plot squeezes a 20% miss into a hair's width; here it is a fifth of the axis."""
+    import plotly.graph_objects as go
+
+    last = ab.error[steps[-1]]
+    order = np.argsort(np.where(np.isfinite(last), last, np.inf), kind="mergesort")
+    runs = [ab.runs[j] for j in order]
+    fig = go.Figure()
+    fig.add_hrect(y0=-100 * band, y1=100 * band, fillcolor=PALETTE["light"], opacity=0.6, line_width=0)
+    fig.add_hline(y=0, line=dict(color=PALETTE["neutral"], width=1))
+    is_fit = np.array([ab.runs[j] in fitted for j in order])
+    width = 0.6
+    for c, i in enumerate(steps):
+        err, fits = 100 * ab.error[i][order], ab.fits[i][order]
+        x = np.arange(len(runs)) + (c - (len(steps) - 1) / 2) * width / max(len(steps), 1)
+        symbols = [("diamond" if f else "circle") + ("" if ok else "-open") for f, ok in zip(is_fit, fits)]
+        fig.add_trace(go.Scatter(
+            x=x, y=err, mode="markers", name=(names or [ab.steps[k] for k in steps])[c],
+            marker=dict(color=SEQUENCE[c % len(SEQUENCE)], size=9, symbol=symbols),
+            text=runs, hovertemplate="%{text}: %{y:+.1f}%<extra></extra>"))
+    fig.update_xaxes(tickvals=list(range(len(runs))), ticktext=runs, tickangle=-60, tickfont=dict(size=10))
+    fig.update_yaxes(title_text="error, estimate / published - 1 (%)", zeroline=False)
+    fig = layout(fig, f"Signed error per published run; shaded: within {band:.0%} "
+                      "(diamonds fitted, open: does not fit)", height=520)
+    fig.update_layout(margin=dict(b=170))
+    return fig
+
+
+def sweep_figure(rows: list, title: str):
+    """Measured against estimated tokens/s/GPU for each layout of one sweep (``rows``: report rows of
+    ``validate`` with ``name``, ``published``, ``estimate``, ``fits``): two bars per layout, sorted by the
+    measurement, the planner's favourite (the highest estimate among those that fit) outlined and named."""
+    import plotly.graph_objects as go
+
+    from .ranking import top1_regret
+
+    rows = sorted(rows, key=lambda r: -r["published"])
+    labels = [r["name"].split("#", 1)[1] for r in rows]
+    _, fav = top1_regret([r["published"] for r in rows], [r["estimate"] for r in rows],
+                         [r["fits"] for r in rows])
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[r["published"] for r in rows], name="measured (quoted)",
+                         marker_color=PALETTE["secondary"]))
+    outline = [3 if j == fav else 0 for j in range(len(rows))]
+    fig.add_trace(go.Bar(x=labels, y=[r["estimate"] for r in rows], name="estimated (practice)",
+                         marker=dict(color=PALETTE["primary"],
+                                     line=dict(color=PALETTE["accent"], width=outline))))
+    top = max(max(r["published"], r["estimate"]) for r in rows)
+    fig.add_annotation(x=labels[fav], y=top * 1.08, text="planner's favourite", showarrow=False,
+                       font=dict(color=PALETTE["accent"]))
+    fig.update_yaxes(title_text="tokens/s/GPU", range=[0, top * 1.15])
+    fig.update_xaxes(title_text="layout, fastest measured first")
+    fig.update_layout(barmode="group")
+    return layout(fig, title, height=420)

@@ -279,54 +279,38 @@ def breakdown_table(runs, rules=PRACTICE) -> Table:
 
 
 def fill_what_if(runs, held) -> dict:
-    """Chapter 9's what-if on the unstated micro-batch: the efficiency constants refitted (to the same runs,
-    ``fitted_to``) with null micro-batches filled by the planner's choice instead of 1, and every run's error
-    under both fills (estimated): {"constants": {gpu: (peak_fraction, knee)}, "rows": [(name, gpu, error
-    with 1, error with the planner's fill, micro-batch the planner filled)], "summary": {"cal"/"held":
-    {"one"/"planner": (median, largest)}}}."""
+    """Chapter 9's what-if on the unstated fields: what the errors would be with the old default fill
+    (``fill="one"``: micro-batch 1, plain 1F1B, the other documented defaults) and the efficiency constants
+    refitted (to the same runs, ``fitted_to``) under it, beside ``validate``'s own fill (``"search"``: each
+    null field searched for the fastest setting that fits) with the stored constants (estimated):
+    {"constants": {gpu: (peak_fraction, knee)} (the refit under "one"), "rows": [(name, gpu, error under
+    "one", error under "search", micro-batch "search" filled)], "summary": {"cal"/"held": {"one"/"search":
+    (median, largest)}}}."""
     from .search.efficiency import load_gpu
 
     gpus = {}
     for g in sorted({r.cluster.gpu for r in runs}):
-        p, k, _, _ = fit_efficiency(runs, g, fill="planner")
+        p, k, _, _ = fit_efficiency(runs, g, fill="one")
         gpus[g] = with_efficiency(load_gpu(g), p, k)
     rows, summary = [], {}
     for tag, group in (("cal", runs), ("held", held)):
-        errs = {"one": [], "planner": []}
+        errs = {"one": [], "search": []}
         for r in group:
-            a = estimate_run(r, PRACTICE)
-            b = estimate_run(r, PRACTICE, gpus[r.cluster.gpu], fill="planner")
+            a = estimate_run(r, PRACTICE, gpus[r.cluster.gpu], fill="one")
+            b = estimate_run(r, PRACTICE)
             rows.append((r.name, r.cluster.gpu, a["error"], b["error"], b["micro_batch"]))
             errs["one"].append(abs(a["error"]))
-            errs["planner"].append(abs(b["error"]))
+            errs["search"].append(abs(b["error"]))
         summary[tag] = {k: (float(np.median(v)), float(np.max(v))) for k, v in errs.items()}
     return {"constants": {g: (s.peak_fraction, s.knee) for g, s in gpus.items()}, "rows": rows,
             "summary": summary}
-
-
-def fill_what_if_vp(w: dict, run, vp: int) -> dict:
-    """Chapter 9's what-if (:func:`fill_what_if`'s refitted constants and the planner's micro-batch fill)
-    with the run's unstated schedule filled too: ``vp`` chunks per stage instead of ``validate``'s 1, e.g.
-    Llama 3's one-layer chunks, (layers + 2) / pp, read from its section 3.3.2. Reported, not adopted: the
-    run's file keeps vp null. ``validate.estimate_run``'s dict (estimated). ValueError where the run states
-    its vp or ``vp`` is not a positive int."""
-    from .search.efficiency import load_gpu
-
-    if run.config.vp is not None:
-        raise ValueError(f"run {run.name!r}: field config.vp is stated ({run.config.vp}); the what-if "
-                         f"fills only an unstated vp")
-    if not isinstance(vp, int) or isinstance(vp, bool) or vp < 1:
-        raise ValueError(f"vp must be a positive int; got {vp!r}")
-    g = run.cluster.gpu
-    gpu = with_efficiency(load_gpu(g), *w["constants"][g])
-    filled_vp = run.model_copy(update={"config": run.config.model_copy(update={"vp": vp})})
-    return estimate_run(filled_vp, PRACTICE, gpu, fill="planner")
 
 
 def fill_what_if_table(w: dict, names) -> Table:
     """The rows of :func:`fill_what_if` for the runs ``names``, in that order."""
     by = {r[0]: r for r in w["rows"]}
     rows = [[n, f"{by[n][2]:+.1%}", f"{by[n][4]}", f"{by[n][3]:+.1%}"] for n in names]
-    return Table(["run", "error, micro-batch 1", "planner's micro-batch", "error, planner's fill and refit"],
-                 rows, caption="estimated (practice) against the published tokens/s/GPU (quoted); the right "
-                               "column refits the efficiency constants to the same runs under that fill")
+    return Table(["run", "error, defaults (refit)", "micro-batch filled", "error, filled by search"],
+                 rows, caption="estimated (practice) against the published tokens/s/GPU (quoted); the left "
+                               "column fills unstated fields with the documented defaults and refits the "
+                               "efficiency constants to the same runs under that fill")

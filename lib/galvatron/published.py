@@ -2,8 +2,10 @@
 README and ``/shared/specs/published_runs.md``), and their conversion to a ``layout.Job`` and
 ``layout.ParallelConfig``.
 
-A field the source does not state is ``null``; the planner fills it with its documented default
-(``DEFAULTS``) and ``filled(run)`` lists what it filled:
+A field the source does not state is ``null``. ``validate`` fills a null config field (``zero``, ``recompute``,
+``sequence_parallel``, ``vp``, ``micro_batch``) by searching it alone for the fastest setting that fits
+(``fills.py``); the documented defaults below (``DEFAULTS``) are the starting point of that search and the
+fill of every other null field, and ``filled(run)`` lists them:
 
 =================== ==================================================================================
 ``vp``              1: plain 1F1B (no interleaving)
@@ -18,6 +20,8 @@ A field the source does not state is ``null``; the planner fills it with its doc
 ``kv_heads``        ``heads`` (multi-head attention); ``ffn``: 4 x hidden; ``gated_mlp``: false
 ``dropout``         true (Megatron-LM's GPT default, 0.1); an optional field beyond the spec's schema
 ``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR)
+``stack``           ``megatron-lm`` (``stacks.DEFAULT_STACK``; the stacks are ``data/stacks/*.json``);
+                    an optional field beyond the spec's schema
 =================== ==================================================================================
 
 Used in: ``lib/galvatron/validate.py``.
@@ -31,6 +35,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lib.cli_errors import UserError
+from .model_limits import HF_FIELDS, LIMITS  # re-exported: the one set of size bounds
 
 FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
 DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0, "recompute": "none", "cp": 1,
@@ -42,22 +47,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _at_most(name: str, **kw):
+    return Field(ge=1, le=LIMITS[name], **kw)
+
+
 class ModelShape(_Strict):
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: Optional[int] = Field(default=None, ge=1)
-    ffn: Optional[int] = Field(default=None, ge=1)
+    layers: int = _at_most("layers")
+    hidden: int = _at_most("hidden")
+    heads: int = _at_most("heads")
+    kv_heads: Optional[int] = _at_most("kv_heads", default=None)
+    ffn: Optional[int] = _at_most("ffn", default=None)
     gated_mlp: Optional[bool] = None
     dropout: Optional[bool] = None
-    vocab: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
+    vocab: int = _at_most("vocab")
+    seq_len: int = _at_most("seq_len")
 
 
 class Cluster(_Strict):
     gpu: Literal["a100-sxm-80gb", "h100-sxm-80gb"]
-    gpus: int = Field(ge=1)
-    gpus_per_node: Optional[int] = Field(default=None, ge=1)
+    gpus: int = _at_most("gpus")
+    gpus_per_node: Optional[int] = _at_most("gpus_per_node", default=None)
     fabric_gb_s_per_gpu: Optional[float] = Field(default=None, gt=0)
 
 
@@ -85,9 +94,10 @@ class Run(_Strict):
     name: str = Field(min_length=1)
     quote: str = Field(min_length=1)
     assumed: list[str] = Field(default_factory=list)
+    stack: Optional[str] = None           # data/stacks/<stack>.json; null: stacks.DEFAULT_STACK
     model: ModelShape
     cluster: Cluster
-    global_batch: int = Field(ge=1)
+    global_batch: int = _at_most("global_batch")
     precision: Literal["bf16", "fp16"]
     config: Config
     measured: Measured
@@ -109,7 +119,44 @@ def _describe(e: ValidationError, runs_raw) -> tuple[str, str]:
         run = f"run {name!r}" if name else f"run #{i}"
         loc = loc[2:]
     field = ".".join(str(x) for x in loc) or "(top level)"
-    return run, f"field {field}: {err['msg']}"
+    value = f"{_short(err['input'])}: " if err["type"] not in ("missing", "extra_forbidden") else ""
+    why = ""
+    if err["type"] == "less_than_equal" and loc and loc[-1] in LIMITS:
+        why = " (far beyond any published run; larger is a typo)"
+    return run, f"field {field}: {value}{err['msg']}{why}"
+
+
+def _short(v) -> str:
+    text = json.dumps(v) if isinstance(v, (int, float, str, bool)) or v is None else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_shape(path: str, run: Run) -> None:
+    """The model's heads split its hidden size and its key-value heads split its heads (what ``to_shape``
+    needs); a :class:`UserError` naming the file, the run and the field otherwise."""
+    m = run.model
+    if m.hidden % m.heads:
+        raise UserError(f"{path}: run {run.name!r}: field model.heads: {m.heads} does not divide model.hidden "
+                        f"{m.hidden}; allowed: a divisor of hidden (each head is hidden / heads wide)")
+    kv = m.kv_heads or m.heads
+    if m.heads % kv:
+        raise UserError(f"{path}: run {run.name!r}: field model.kv_heads: {kv} does not divide model.heads "
+                        f"{m.heads}; allowed: a divisor of heads (grouped-query attention)")
+
+
+def check_config(path: str, run: Run) -> None:
+    """The run's configuration against its model and batch (``layout.check_layout``, with the embedding's and
+    the head's chunks allowed as the most lenient rules allow them); a :class:`UserError` naming the file, the
+    run and the field, as ``validate`` names a configuration its rules refuse."""
+    from .search.layout import LayoutError, check_layout
+
+    c = run.config
+    if c.tp * c.pp * c.dp * (c.cp or 1) != run.cluster.gpus:
+        return  # the GPU count's own line comes from load_runs
+    try:
+        check_layout(to_job(run, gpu=False), to_config(run), spare_chunks=2)
+    except LayoutError as e:
+        raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
 
 
 def load_runs(path: str) -> RunsFile:
@@ -124,11 +171,19 @@ def load_runs(path: str) -> RunsFile:
     except ValidationError as e:
         run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
         raise UserError(f"{path}: {run + ': ' if run else ''}{what}") from None
+    for r in rf.runs:  # before any estimate: a tool's progress bar never comes before the line
+        check_shape(path, r)
+        check_config(path, r)
     names = [r.name for r in rf.runs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"{path}: run {dup[0]!r}: field name: appears more than once")
+    from .stacks import stack_names
+
     for r in rf.runs:
+        if r.stack is not None and r.stack not in stack_names():
+            raise UserError(f"{path}: run {r.name!r}: field stack: unknown stack {r.stack!r}; allowed: "
+                            f"{', '.join(stack_names())} (data/stacks/)")
         c = r.config
         n = c.tp * c.pp * c.dp * (c.cp or 1)
         if n != r.cluster.gpus:

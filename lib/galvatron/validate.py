@@ -8,9 +8,17 @@ batch and TP-inside-a-node rule, with its estimate. It ends with the median and 
 file is one line naming the file, the run and the field (exit 2, ``lib.cli_errors``).
 
 ``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
-"pick_estimate"}, ...], "median_abs_error", "max_abs_error"}`` (``pick`` is a label, null when nothing fits).
-``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null fields of a run get the planner's
-documented defaults (``published.py``), listed per run as ``filled`` in the JSON.
+"pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
+"median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
+named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+With the picks, each row has ``lead`` (the pick's estimate over the published configuration's, with its range
+under the model's stated uncertainty, ``plausibility.lead_range``: {"lead", "low", "high", "real"}) and
+``plausibility`` (the pick's MFU against the best published for its GPU type and stack,
+``plausibility.mfu_check``); both null without the picks.
+``--with NAME`` switches a candidate mechanism on (``rules.CANDIDATE_FIELDS``: off in every preset).
+``--no-search`` skips the picks (``pick`` and ``pick_estimate`` null). Null config fields of a run are filled
+by searching each alone for the fastest setting that fits (``fills.py``; ``filled`` lists them as
+``field=value (searched)``); other null fields get the documented defaults of ``published.py``.
 Used in: benchmarks/bench_practice.py, benchmarks/fit_efficiency.py, tests/galvatron/test_validate.py.
 """
 
@@ -29,15 +37,19 @@ from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
-from .search.rules import ALL_PRESETS, get_rules
+from .fills import SEARCHED, fill_by_search
+from .plausibility import lead_range, mfu_check, stated_error
+from .ranking import sweeps
+from .stacks import stack_rules
+from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, get_rules
 
 
 def run_rules(run, rules="practice"):
     """``rules`` as they apply to ``run``: its software stack's fields (``rules.STACK_FIELDS``) from its
-    source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
+    stack (``data/stacks/``, ``stacks.stack_rules``; null: Megatron-LM) and its source. ``tp_comm_overlap`` is on where the run states it (``config.tp_comm_overlap``, Megatron-Core's
     ``--tp-comm-overlap``), off where it does not; it acts only with sequence parallelism, so under the
     paper's presets it changes nothing."""
-    rules = get_rules(rules)
+    rules = stack_rules(get_rules(rules), run.stack)
     stated = bool(run.config.tp_comm_overlap)
     if rules.tp_comm_overlap != stated:
         rules = replace(rules, tp_comm_overlap=stated)
@@ -48,16 +60,24 @@ def run_rules(run, rules="practice"):
 #: default of ``published.py``); ``"planner"``, the planner's own choice, the fastest of 1, 2, 4 and 8 that
 #: divides the per-rank batch, leaves at least ``pp`` micro-batches and fits. A what-if for chapter 9's
 #: diagnosis of the H100 fit (Megatron-LM has no default ``--micro-batch-size``: a run states one).
-MICRO_BATCH_FILLS = ("one", "planner")
+MICRO_BATCH_FILLS = ("one", "planner", "search")
+#: ``"search"`` (the default of ``validate``): every null config field filled by searching it alone for the
+#: fastest setting that fits (``fills.py``); ``"one"`` and ``"planner"`` fill the others with the defaults.
 
 
-def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
+def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
     """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
     ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting; ``fill``: see
     ``MICRO_BATCH_FILLS``): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
     if fill not in MICRO_BATCH_FILLS:
         raise ValueError(f"fill must be one of {MICRO_BATCH_FILLS}; got {fill!r}")
     job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
+    if fill == "search":
+        nulls = [f for f in SEARCHED if getattr(run.config, f) is None]
+        cfg, est, values = fill_by_search(job, cfg, nulls, rules)
+        pub = run.measured.tokens_per_s_per_gpu
+        return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
+                "micro_batch": cfg.micro_batch, "config": cfg, "searched": values}
     est = step_estimate(job, cfg, rules)
     if fill == "planner" and run.config.micro_batch is None:
         local = run.global_batch // cfg.dp          # sequences per replica, as the planner counts them
@@ -70,7 +90,21 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "one") -> dict:
                 est, cfg = e, c
     pub = run.measured.tokens_per_s_per_gpu
     return {**est, "published": pub, "error": est["tokens_per_s_per_gpu"] / pub - 1.0,
-            "micro_batch": cfg.micro_batch}
+            "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
+
+
+def best_mfu(gpu: str, stack):
+    """The best published MFU on ``gpu`` for ``stack`` (null: Megatron-LM), cached per call site."""
+    from .plausibility import best_published_mfu
+    from .stacks import DEFAULT_STACK
+
+    key = (gpu, stack or DEFAULT_STACK)
+    if key not in _BEST:
+        _BEST[key] = best_published_mfu(*key)
+    return _BEST[key]
+
+
+_BEST: dict = {}
 
 
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
@@ -82,21 +116,29 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
             est = estimate_run(run, rules)
         except LayoutError as e:  # the run's configuration; any other ValueError is a bug (exit 1)
             raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
+        searched = est.get("searched", {})
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 6),
                "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
-               "config": to_config(run).label(), "filled": filled(run)}
+               "config": est["config"].label(),
+               "filled": [f"{k}={v} (searched)" for k, v in searched.items()]
+               + [f for f in filled(run) if f.split("=")[0] not in searched], "lead": None,
+               "plausibility": None}
         if search:
             best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
                 row["pick"] = best.label()
                 row["pick_estimate"] = round(best_est["tokens_per_s_per_gpu"], 3)
+                err = stated_error(run.cluster.gpu)
+                row["lead"] = lead_range(best_est["tokens_per_s_per_gpu"], est["tokens_per_s_per_gpu"], err)
+                mfu = best_est["tflops_per_gpu"] * 1e12 / to_job(run).gpu.flops(run.precision)
+                row["plausibility"] = mfu_check(round(mfu, 4), best_mfu(run.cluster.gpu, run.stack), err)
         rows.append(row)
     # 6 decimals, so the text's one-decimal percentages round once, as the chapters' tables do (4 decimals
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
     errs = np.abs([r["error"] for r in rows])
     return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 6),
-            "max_abs_error": round(float(errs.max()), 6)}
+            "max_abs_error": round(float(errs.max()), 6), **sweeps(rows)}
 
 
 def _parser() -> OneLineParser:
@@ -106,6 +148,8 @@ def _parser() -> OneLineParser:
     ap.add_argument("--rules", default="practice", help=f"cost rules: one of {sorted(ALL_PRESETS)}")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-search", action="store_true", help="skip the planner's own picks")
+    ap.add_argument("--with", dest="with_", action="append", default=[], metavar="NAME",
+                    help=f"switch a candidate mechanism on (one of {', '.join(CANDIDATE_FIELDS)}; repeatable)")
     ap.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
     return ap
 
@@ -116,10 +160,26 @@ def _table(report: dict) -> str:
              f"pick (estimate)"]
     for r in report["runs"]:
         pick = "-" if r["pick"] is None else f"{r['pick']} ({r['pick_estimate']:.1f})"
+        if r["lead"] is not None:
+            ld, pl = r["lead"], r["plausibility"]
+            pick += (f" lead {ld['lead']:+.0%} [{ld['low']:+.0%}, {ld['high']:+.0%}]"
+                     + ("" if ld["real"] else " not real") + (" IMPLAUSIBLE MFU" if pl["implausible"] else ""))
         lines.append(f"{r['name']:26s} {r['published']:10.1f} {r['estimate']:10.1f} {r['error']:+7.1%} "
                      f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
     lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
                  f"over {len(report['runs'])} runs (tokens/s/GPU)")
+    filled_rows = [r for r in report["runs"] if r["filled"]]
+    if filled_rows:
+        lines.append("filled (not stated by the source):")
+        lines += [f"  {r['name']}: {', '.join(r['filled'])}" for r in filled_rows]
+    if report["sweeps"]:
+        lines.append(f"{'sweep':32s} {'runs':>4s} {'rank corr.':>10s} {'top-1 regret':>12s}  favourite")
+        for s in report["sweeps"]:
+            rho = "-" if s["spearman"] is None else f"{s['spearman']:+.2f}"
+            lines.append(f"{s['sweep']:32s} {s['runs']:4d} {rho:>10s} {s['top1_regret']:12.1%}  {s['favourite']}")
+        rho = report["median_spearman"]
+        lines.append(f"median over {len(report['sweeps'])} sweeps: rank correlation "
+                     f"{'-' if rho is None else f'{rho:+.2f}'}, top-1 regret {report['median_top1_regret']:.1%}")
     return "\n".join(lines)
 
 
@@ -128,10 +188,16 @@ def main(argv) -> int:
     a = _parser().parse_args(argv)
     if a.rules not in ALL_PRESETS:
         raise UserError(f"--rules: unknown rules {a.rules!r}; allowed: {', '.join(sorted(ALL_PRESETS))}")
+    rules = get_rules(a.rules)
+    for name in a.with_:
+        if name not in CANDIDATE_FIELDS:
+            raise UserError(f"--with: unknown mechanism {name!r}; allowed: {', '.join(CANDIDATE_FIELDS)}")
+    if a.with_:
+        rules = rules.with_(name="+".join([rules.name] + a.with_), **{f: True for f in a.with_})
     runs = []
     for path in a.runs:
         runs += [(path, r) for r in load_runs(path).runs]
-    report = validate_runs(runs, a.rules, search=not a.no_search)
+    report = validate_runs(runs, rules, search=not a.no_search)
     print(json.dumps(report) if a.json else _table(report))
     return 0
 
@@ -154,8 +220,11 @@ def ablation(runs, start="vldb2023") -> list[dict]:
     return rows
 
 
-def with_efficiency(gpu, peak_fraction: float, knee: float):
-    """``gpu`` with other efficiency constants (for fitting)."""
+def with_efficiency(gpu, peak_fraction: float, knee: float, quantized: bool = False):
+    """``gpu`` with other efficiency constants (for fitting); ``quantized``: the constants used with
+    ``rules.wave_quantization`` on."""
+    if quantized:
+        return replace(gpu, quantized=(peak_fraction, knee))
     return replace(gpu, peak_fraction=peak_fraction, knee=knee)
 
 
@@ -165,10 +234,11 @@ def fit_runs(runs, gpu_name: str) -> list:
     return [r for r in runs if r.cluster.gpu == gpu_name and r.config.pp == 1]
 
 
-def fit_efficiency(runs, gpu_name: str, fill: str = "one") -> tuple:
+def fit_efficiency(runs, gpu_name: str, fill: str = "search", rules="practice") -> tuple:
     """(peak_fraction, knee, RMS log error, fitted run names) of ``gpu_name`` under ``practice``: the two
     constants of ``search/efficiency.py`` minimising the mean squared log error of tokens/s/GPU over
-    ``fit_runs``. Used in: benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
+    ``fit_runs`` (``rules``: another rule set to fit under, e.g. with a candidate mechanism on). Used in:
+    benchmarks/fit_efficiency.py (which stores them in data/hardware/gpus/)."""
     import math
 
     from .search.efficiency import fit, load_gpu
@@ -179,8 +249,20 @@ def fit_efficiency(runs, gpu_name: str, fill: str = "one") -> tuple:
         raise ValueError(f"no published run without pipeline parallelism on {gpu_name} to fit to")
 
     def objective(p, k):
-        g = with_efficiency(gpu, p, k)
-        return float(np.mean([math.log1p(estimate_run(r, "practice", g, fill)["error"]) ** 2 for r in chosen]))
+        g = with_efficiency(gpu, p, k, get_rules(rules).wave_quantization)
+        return float(np.mean([math.log1p(estimate_run(r, rules, g, fill)["error"]) ** 2 for r in chosen]))
 
     p, k, v = fit(objective)
     return p, k, math.sqrt(v), [r.name for r in chosen]
+
+
+def heldout_error(gpu: str, rules="practice") -> tuple[float, list]:
+    """(median |error|, run names) of ``heldout_runs(gpu)`` under ``rules``, computed: the model's
+    stated uncertainty on ``gpu`` (``plausibility.py``; stored by benchmarks/fit_efficiency.py --write)."""
+    from .plausibility import heldout_runs
+
+    runs = heldout_runs(gpu)
+    if not runs:
+        raise ValueError(f"no held-out published run on {gpu}")
+    errs = [abs(estimate_run(r, rules)["error"]) for r in runs]
+    return round(float(np.median(errs)), 4), [r.name for r in runs]

@@ -9,6 +9,13 @@ draws the plan as the chapter does (``plan_figure``). In CI and in book builds (
 model behind buttons, ``data/galvatron/twin_grid.json``), with a note saying where to run it live.
 Every number is estimated by the cost model on the published RTX TITAN profiles (simulated, never measured).
 Used in: book/galvatron/03_the_search ("Your budget, your plan").
+
+:class:`PlanYourJob` is the planner for a reader's own job (book/galvatron/05_from_paper_to_practice, "Plan
+your own job"): :func:`job_answer` takes a model (a name of ``search/analytic.SHAPES`` or a Hugging Face
+config's fields), the GPU count and type, the global batch and the sequence length, and returns the fastest
+layouts that fit under ``practice`` (``search/practice_search.search_top``, the search of
+``job_plan.plan``, estimated); :func:`job_figure` draws them, and is the widget's static twin. Torch-free
+and free of the published-runs readers, so it runs in the browser's live build.
 """
 
 from __future__ import annotations
@@ -392,3 +399,170 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ------------------------------------------------------------------------------- plan your own job (chapter 9)
+#: GPU types the widget offers (``data/hardware/gpus/``).
+JOB_GPUS = ("h100-sxm-80gb", "a100-sxm-80gb")
+#: The choice that reads the model from the Hugging Face fields box.
+CUSTOM = "HF config fields"
+#: A Hugging Face config's fields the widget shows as an example (Llama 3 8B's config.json).
+EXAMPLE_FIELDS = ('{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,\n'
+                  ' "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,\n'
+                  ' "hidden_act": "silu"}')
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """A reader's job: ``model`` is a name of ``search/analytic.SHAPES`` or a dict of Hugging Face config
+    fields (``job_plan.shape_from_config``)."""
+    model: object = "llama3-8b"
+    gpus: int = 64
+    gpu: str = "h100-sxm-80gb"
+    global_batch: int = 512
+    seq_len: int = 4096
+    top: int = 5
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    """The fastest layouts that fit (``rows``: label, tokens/s/GPU, MFU, peak GB, step s), estimated, and
+    what they were judged against; ``error`` is the one-line message of a bad setting (then no rows)."""
+    settings: JobSettings
+    model: str
+    rows: tuple
+    usable_gb: float
+    priced: int
+    error: str | None = None
+
+    def headline(self) -> str:
+        if self.error:
+            return self.error
+        best = self.rows[0]
+        return (f"{self.model} on {self.settings.gpus:,} x {self.settings.gpu}: fastest of {self.priced:,} "
+                f"layouts priced is {best['label']}, {best['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+                f"MFU {best['mfu']:.0%}, {best['peak_gb']:.0f} of {self.usable_gb:.0f} GB (estimated)")
+
+
+def job_answer(settings: JobSettings) -> JobAnswer:
+    """The planner's top layouts for ``settings`` under ``practice`` and the default stack (estimated);
+    a bad setting comes back as ``error`` (the one line ``plan`` would print), not as an exception."""
+    from lib.cli_errors import UserError
+
+    from .job_plan import make_job, read_model, shape_from_config
+    from .search.practice_search import search_top
+    from .search.rules import PRACTICE
+    from .stacks import stack_rules
+
+    s = settings
+    name = s.model if isinstance(s.model, str) else "your model"
+    try:
+        shape = (read_model(s.model, s.seq_len) if isinstance(s.model, str)
+                 else shape_from_config(s.model, name, s.seq_len, where="config"))
+        job = make_job(shape, s.gpu, s.gpus, s.global_batch)
+        found, priced = search_top(job, stack_rules(PRACTICE, None), s.top)
+    except UserError as e:
+        return JobAnswer(s, name, (), 0.0, 0, str(e))
+    usable = job.gpu.usable_mem_bytes / 1e9
+    if not found:
+        return JobAnswer(s, name, (), usable, priced,
+                         f"no layout fits in {usable:.1f} GB per GPU ({priced:,} priced): more GPUs, a "
+                         "smaller global batch or shorter sequences")
+    peak = job.gpu.flops(job.dtype)
+    rows = tuple({"label": c.label(), "tokens_per_s_per_gpu": e["tokens_per_s_per_gpu"],
+                  "mfu": e["tflops_per_gpu"] * 1e12 / peak, "peak_gb": e["peak_gb"], "step_s": e["step_s"]}
+                 for c, e in found)
+    return JobAnswer(s, name, rows, usable, priced)
+
+
+def job_figure(a: JobAnswer):
+    """The top layouts as bars of estimated tokens/s/GPU, each labelled with its MFU and peak memory against
+    the usable capacity."""
+    import plotly.graph_objects as go
+
+    from lib.viz import PALETTE, layout
+
+    fig = go.Figure()
+    rows = list(a.rows)[::-1]           # the fastest on top
+    fig.add_trace(go.Bar(
+        y=[r["label"] for r in rows], x=[r["tokens_per_s_per_gpu"] for r in rows], orientation="h",
+        marker_color=[PALETTE["accent"] if r is a.rows[0] else PALETTE["primary"] for r in rows],
+        text=[f"MFU {r['mfu']:.0%}, {r['peak_gb']:.0f}/{a.usable_gb:.0f} GB" for r in rows],
+        textposition="inside", insidetextanchor="start", showlegend=False,
+        hovertemplate="%{y}: %{x:,.0f} tokens/s/GPU<extra></extra>"))
+    s = a.settings
+    fig.update_xaxes(title_text="tokens/s/GPU (estimated, practice)")
+    fig.update_yaxes(automargin=True)
+    title = (f"{a.model}, {s.gpus:,} x {s.gpu}, batch {s.global_batch:,} x {s.seq_len:,} tokens: "
+             "the fastest layouts that fit" if not a.error else a.error)
+    return layout(fig, title, height=140 + 45 * max(len(rows), 1))
+
+
+class PlanYourJob(LiveOrTwin):
+    """The planner for the reader's own job as a widget; its static twin is :func:`job_figure` at the
+    settings it was made with."""
+
+    runs_in_page = True  # chapter 9 runs it under a live-widget block ("Run it live")
+    TWIN_ID = "galv-job-twin"  # not the section's anchor id
+
+    def __init__(self, model="llama3-8b", gpus: int = 64, gpu: str = "h100-sxm-80gb",
+                 global_batch: int = 512, seq_len: int = 4096, live: bool = True):
+        self.settings = JobSettings(model, gpus, gpu, global_batch, seq_len)
+        self.live = live
+        self.last: JobAnswer | None = None
+        self._built = None
+
+    def current_settings(self) -> JobSettings:
+        import json
+
+        w = self._widgets()
+        model = w["model"].value
+        if model == CUSTOM:
+            try:
+                model = json.loads(w["fields"].value)
+            except json.JSONDecodeError as e:
+                model = f"config fields: not JSON ({e.msg} at character {e.pos})"
+        return JobSettings(model, w["gpus"].value, w["gpu"].value, w["batch"].value, w["seq"].value)
+
+    def refresh(self, *_):
+        """Plan the controls' job now: the headline and the figure."""
+        from IPython.display import display
+
+        from lib.viz import PlotlyHTML, to_html
+
+        w = self._widgets()
+        a = job_answer(self.current_settings())
+        self.last = a
+        w["summary"].value = f"<b>{html.escape(a.headline())}</b>"
+        w["out"].clear_output(wait=True)
+        if not a.error:
+            with w["out"]:
+                display(PlotlyHTML(to_html(job_figure(a), "galv-job-live")))
+
+    def _build(self) -> dict:
+        import ipywidgets as W
+
+        from .search.analytic import SHAPES
+
+        s = self.settings
+        wide = dict(layout=W.Layout(width="320px"), style=dict(description_width="110px"))
+        start = s.model if isinstance(s.model, str) and s.model in SHAPES else CUSTOM
+        w = dict(
+            model=W.Dropdown(options=[*sorted(SHAPES), CUSTOM], value=start, description="model", **wide),
+            fields=W.Textarea(value=EXAMPLE_FIELDS, description="HF fields",
+                              layout=W.Layout(width="640px", height="80px")),
+            gpus=W.BoundedIntText(value=s.gpus, min=1, max=1 << 20, description="GPUs", **wide),
+            gpu=W.Dropdown(options=list(JOB_GPUS), value=s.gpu, description="GPU type", **wide),
+            batch=W.BoundedIntText(value=s.global_batch, min=1, max=1 << 30, description="global batch",
+                                   **wide),
+            seq=W.BoundedIntText(value=s.seq_len, min=1, max=1 << 20, description="sequence length",
+                                 **wide),
+            summary=W.HTML(), out=W.Output())
+        for k in ("model", "fields", "gpus", "gpu", "batch", "seq"):
+            w[k].observe(self.refresh, "value")
+        w["box"] = W.VBox([W.HBox([W.VBox([w["model"], w["gpus"], w["gpu"]]), W.VBox([w["batch"], w["seq"]])]),
+                           w["fields"], w["summary"], w["out"]])
+        return w
+
+    def static_twin(self):
+        return job_figure(job_answer(self.settings))

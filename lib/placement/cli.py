@@ -188,8 +188,12 @@ def _main(argv=None) -> int:
             name = run_name(spec, cfg, a.colocate)  # chapter 4's runs: the name says algorithm and policy
         res = train_run(spec, cfg, a.colocate, a.out, name, resume=not a.no_resume, progress=not a.quiet,
                         repair=a.repair)
-        print(json.dumps({"log": res.path, "updates": res.n_updates, "best_ms": res.top[0][1] * 1e3 if res.top else None,
-                          "best": list(res.top[0][0]) if res.top else None,
+        from lib.placement.env import OOM_PENALTY_S
+
+        best_oom = bool(res.top) and res.top[0][1] >= OOM_PENALTY_S  # the penalty is no time: null, said so
+        print(json.dumps({"log": res.path, "updates": res.n_updates,
+                          "best_ms": res.top[0][1] * 1e3 if res.top and not best_oom else None,
+                          "best_over_memory_cap": best_oom, "best": list(res.top[0][0]) if res.top else None,
                           "favourite": list(res.favourite) if res.favourite else None,
                           "stopped_early": res.stopped_early}))
     elif a.cmd == "evaluate":
@@ -198,10 +202,17 @@ def _main(argv=None) -> int:
         check_log(path)
         spec = spec_on_device(path, a.device, a.seed) if a.device is not None else None
         h2h, _ = evaluate_run(path, spec, a.rounds_select, a.rounds_confirm, a.steps_per_round, a.seed)
-        for r in h2h.rows():
-            print(f"{r['side']:>11}  {r['placement']:<28} {r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  "
-                  f"(se {r['sem_ms']:.2f})")
-        print(f"RL pick vs best other: {h2h.gap_s * 1e3:+.1f} ms = {h2h.gap_se:+.1f} standard errors; {h2h.source}")
+        for r in h2h.rows():  # an out-of-memory placement has no time: its penalty is never printed as one
+            t = (f"{'over the memory cap':>19}" if r["oom"] else
+                 f"{r['mean_ms']:8.1f} ± {r['std_ms']:5.1f} ms  (se {r['sem_ms']:.2f})")
+            print(f"{r['side']:>11}  {r['placement']:<28} {t}")
+        rl, other = h2h.entry(h2h.rl_side), h2h.best_other
+        if rl.oom or other.oom:
+            who = "the RL pick" if rl.oom else f"{other.label}"
+            print(f"RL pick vs best other: no gap, {who} is over the memory cap; {h2h.source}")
+        else:
+            print(f"RL pick vs best other: {h2h.gap_s * 1e3:+.1f} ms = {h2h.gap_se:+.1f} standard errors; "
+                  f"{h2h.source}")
     else:
         if not os.path.isdir(a.out):
             raise FileNotFoundError(2, "no such folder (--out)", a.out)

@@ -17,6 +17,7 @@ import numpy as np
 
 from lib import runlog
 from lib.cli_errors import UserError
+from lib.runlog_schema import check_records
 
 DEFAULT_OUT = os.path.join("data", "runs")
 
@@ -70,6 +71,34 @@ class EnvSpec:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def header_spec(path: str, header: dict) -> EnvSpec:
+    """The environment a log's header records (``header.env``), its types checked as ``EnvSpec`` checks them;
+    a :class:`UserError` naming the file and the field otherwise (a hand-edited ``n_micro: "2"``)."""
+    env = header.get("env")
+    if not isinstance(env, dict):
+        raise UserError(f"run log {path}: line 1 (header): env: {env!r} is not an object; allowed: the "
+                        f"environment the run was trained on (device, profile, preset, ...)")
+    where = f"run log {path}: line 1 (header): env"
+    try:
+        spec = EnvSpec.from_dict(env)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{where}: {e}") from None
+    from lib import hardware
+    from lib.gpt import PRESETS
+
+    # the names and the split the train flags are checked against (cli.check_train_args), here for a header
+    if spec.preset not in PRESETS:
+        raise UserError(f"{where}.preset: {spec.preset!r} is not a GPT preset; allowed: {', '.join(sorted(PRESETS))}")
+    if spec.device == "sim" and spec.profile not in hardware.names():
+        raise UserError(f"{where}.profile: {spec.profile!r} is not a hardware profile; allowed: "
+                        f"{', '.join(hardware.names())}")
+    batch = PRESETS[spec.preset].batch_size
+    if batch % spec.n_micro:
+        raise UserError(f"{where}.n_micro: {spec.n_micro} does not divide the batch of {spec.preset} ({batch}); "
+                        f"allowed: a divisor of {batch}")
+    return spec
+
+
 def check_node_profile_fits(spec: EnvSpec, nodes, n_nodes: int) -> None:
     """The node profile read from ``spec.node_profile`` times each node of the graph, on a device of
     ``spec.profile``; a :class:`UserError` naming the file and the field otherwise (the simulator's own check
@@ -112,7 +141,8 @@ def make_env(spec: EnvSpec):
 
     n = torch.cuda.device_count()
     if n < 2:
-        raise UserError(f"--device real needs at least 2 CUDA devices; this machine has {n}")
+        raise UserError(f"--device real (or a run log's env.device real) needs at least 2 CUDA devices; this "
+                        f"machine has {n}; allowed: --device sim, the simulator")
     return TorchPlacementEnv(spec.preset, [f"cuda:{i}" for i in range(n)], n_micro=spec.n_micro,
                              mem_cap=spec.mem_cap, seed=spec.env_seed)
 
@@ -181,8 +211,9 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     from lib.placement.reinforce import RunResult, check_signature, model_signature
 
     run = RunResult.from_log(run_path)
+    check_records(run_path, run.header, [])  # the header's env and model, before they are read
     if spec is None:
-        spec = replace(EnvSpec.from_dict(run.header["env"]), noise=True, env_seed=seed + 1)
+        spec = replace(header_spec(run_path, run.header), noise=True, env_seed=seed + 1)
     env = make_env(spec)
     independent_noise(env, spec, seed, run_path)
     groups = run.header["model"]["groups"]
@@ -192,6 +223,7 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     sides, fixed = seed_sides(run, env.graph, env.n_devices, gpu_order=order)
     h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round, rng=rng,
                        progress=progress)
+    check_some_placement_fits(h2h, spec, run_path)
     best_gpu = h2h.entry("single_gpu")
     pair = [("winner: " + h2h.winner.label, h2h.winner.placement)]
     if h2h.winner.label != best_gpu.label and not best_gpu.oom:  # under a memory cap one GPU may not fit
@@ -213,6 +245,19 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     return h2h_logged, phases_logged
 
 
+def check_some_placement_fits(h2h, spec: EnvSpec, run_path: str) -> None:
+    """A :class:`UserError` when every confirmed placement ran out of memory: each "time" is then the OOM penalty
+    (``env.OOM_PENALTY_S``), not a measurement, and the head-to-head has nothing to compare. Checked before the
+    evaluation log is written, so no log presents the penalty as timings."""
+    if all(e.oom for e in h2h.entries):
+        cap = f"the memory cap {spec.mem_cap:g} of each device's memory" if spec.mem_cap is not None else \
+            "each device's memory"
+        raise UserError(f"--run {run_path}: every placement ({len(h2h.entries)}: the picks and the baselines) is "
+                        f"over {cap} on {spec.profile if spec.device == 'sim' else 'this machine'}, so no step "
+                        f"time was measured; allowed: a run whose memory cap fits at least one placement "
+                        f"(train it with a larger --mem-cap, or none)")
+
+
 def read_evaluation(path: str):
     """``(header, HeadToHead, PhaseTiming | None)`` from an ``.eval.jsonl`` log."""
     from lib.placement.evaluate import HeadToHead, PhaseTiming
@@ -221,6 +266,9 @@ def read_evaluation(path: str):
     if header.get("run_kind") != "evaluate":
         raise UserError(f"{path!r} is not an evaluation log (run_kind={header.get('run_kind')!r})")
     h2h = next(HeadToHead.from_dict(r) for r in recs if r["kind"] == "head_to_head")
+    if all(e.oom for e in h2h.entries):  # as check_some_placement_fits refuses to write one
+        raise UserError(f"evaluation log {path}: every entry has oom: true, so its times are the out-of-memory "
+                        f"penalty, not measurements; allowed: a log where at least one placement fits")
     ph = next((PhaseTiming.from_dict({k: v for k, v in r.items() if k != "kind"}) for r in recs
                if r["kind"] == "phase_timing"), None)
     return header, h2h, ph
@@ -244,13 +292,16 @@ def spec_on_device(run_path: str, device: str, seed: int = 0) -> EnvSpec:
     """The run's own environment moved to ``device`` (noise on in the simulator, another machine seed)."""
     from lib.placement.reinforce import RunResult
 
-    base = EnvSpec.from_dict(RunResult.from_log(run_path).header["env"])
+    header = RunResult.from_log(run_path).header
+    check_records(run_path, header, [])
+    base = header_spec(run_path, header)
     return replace(base, device=device, noise=device == "sim", env_seed=seed + 1)
 
 
 def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict]:
     """Every figure from every log in ``out_dir`` (HTML under ``fig_dir``); returns one summary row per run."""
     from lib.placement import figures as F
+    from lib.placement.env import OOM_PENALTY_S
     from lib.placement.reinforce import RunResult
 
     fig_dir = fig_dir or os.path.join(out_dir, "figures")
@@ -265,7 +316,8 @@ def figures(out_dir: str = DEFAULT_OUT, fig_dir: str | None = None) -> list[dict
             _write_html(F.learning_curves({name: res}, title=name), os.path.join(fig_dir, name + ".html"))
             first = F.first_identical(res)
             rows.append({"run": name, "updates": res.n_updates, "first_mean_ms": res.records[0]["mean_step_s"] * 1e3,
-                         "last_mean_ms": res.records[-1]["mean_step_s"] * 1e3, "best_ms": res.top[0][1] * 1e3,
+                         "last_mean_ms": res.records[-1]["mean_step_s"] * 1e3,
+                         "best_ms": res.top[0][1] * 1e3 if res.top[0][1] < OOM_PENALTY_S else None,  # no time
                          "all_identical_at": first})
         elif kind == "evaluate":
             _, h2h, ph = read_evaluation(path)

@@ -151,11 +151,11 @@ class RunResult:
         if not isinstance(config, dict):
             raise UserError(f"run log {path!r}: header config: {config!r} is not an object")
         try:  # the header's config with exact types (a hand-edited k: 2.0 is refused, not coerced)
-            TrainConfig.from_dict(config)
+            cfg = TrainConfig.from_dict(config)
         except UserError as e:  # TrainConfig's own checks; anything else is a bug
             raise UserError(f"run log {path!r}: header config: {e}") from None
         top: list = []
-        n = header["config"]["top_n"]
+        n = cfg.top_n  # the config as read (a field the header lacks takes its default, as everywhere else)
         for r in records:
             top = merge_top(top, r["placements"], r["step_s"], n)
         fav = tuple(records[-1]["favourite"]) if records else None

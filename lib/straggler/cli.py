@@ -8,20 +8,18 @@ from __future__ import annotations
 import json
 import sys
 
-from lib.cli_errors import OneLineParser, check_float, check_int, run_cli
+from lib.cli_errors import OneLineParser, run_cli
 from lib.straggler.model import FailureModel, backup_count, optimal_interval_min, step_efficiency, young_daly_min
 from lib.straggler.simulate import five_ways
 
 
-#: Upper bounds, with why: the exact step model's cost grows with the GPU count (10^7 is 100x the largest
-#: clusters and about a second), the simulation steps once per failure (a year is at most ~10^5 per row).
-MAX_GPUS, MAX_DAYS = 10_000_000, 365.0
-MIN_MTBF_GPU_H, MAX_MTBF_GPU_H = 1.0, 1e9
+from lib.straggler.settings import MAX_DAYS, MAX_GPUS, MAX_MTBF_GPU_H, MIN_MTBF_GPU_H, check_setting  # noqa: F401
 
 
 def parse_args(argv=None):
     p = OneLineParser(prog="python -m lib.straggler", description="The five ways to run the same two weeks "
-                                "(too often, Young-Daly, too rarely, Young-Daly + 2% backups, your settings).")
+                                "(too often, Young-Daly, too rarely, Young-Daly + 2% backups, your settings).",
+                     epilog="'python -m lib.straggler production --help': the models against published figures.")
     p.add_argument("--gpus", type=int, default=16_384, help="GPUs in the cluster (default 16384)")
     p.add_argument("--interval", type=float, default=120.0, help="your checkpoint interval, minutes (default 120)")
     p.add_argument("--backups", type=float, default=0.0,
@@ -33,20 +31,21 @@ def parse_args(argv=None):
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     a = p.parse_args(argv)
-    check_int("--gpus", a.gpus, 1, MAX_GPUS, "100x the largest clusters; the step model's cost grows with it")
-    check_float("--interval", a.interval, 0, 1e9, lo_open=True, why="minutes between checkpoints")
-    check_float("--backups", a.backups, 0, 100, why="a percentage of the cluster; more only adds cost")
-    check_float("--days", a.days, 0, MAX_DAYS, lo_open=True,
-                why="a year at most: the simulation steps once per failure")
-    check_int("--seed", a.seed, 0, 2**32 - 1, "a 32-bit seed")
-    check_float("--mtbf-gpu-h", a.mtbf_gpu_h, MIN_MTBF_GPU_H, MAX_MTBF_GPU_H,
-                why="hours between failures of one GPU; Llama 3 measured 50677")
+    for name, flag in (("n_gpus", "--gpus"), ("interval_min", "--interval"), ("backup_pct", "--backups"),
+                       ("days", "--days"), ("seed", "--seed"), ("mtbf_gpu_h", "--mtbf-gpu-h")):
+        check_setting(name, getattr(a, flag[2:].replace("-", "_")), flag)  # the widget's bounds too
     return a
 
 
 def main(argv=None) -> int:
-    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done."""
-    return run_cli(_main, argv)
+    """The CLI: one line and exit 2 for a mistake (``--debug``: the traceback), 0 when done. ``production`` as
+    the first argument runs :mod:`lib.straggler.production_cli` instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["production"]:
+        from lib.straggler import production_cli
+
+        return run_cli(production_cli.main, args[1:])
+    return run_cli(_main, args)
 
 
 def _main(argv=None) -> int:

@@ -9,14 +9,15 @@ from dataclasses import dataclass
 
 from lib.straggler.model import (FailureModel, StepModel, backup_count, checkpoint_shares, optimal_interval_min,
                                  step_efficiency, step_efficiency_drop_slowest, young_daly_min)
+from lib.straggler.production_exercises import checkpoint_for_kept_s, size_law_alpha
 from lib.straggler.report import daly_higher_order_min
 
 #: Exercise 10.2/10.3's inputs: a cluster MTBF of 3 hours and a 5-minute checkpoint (stated in the questions).
 MTBF_MIN, CHECKPOINT_MIN = 180.0, 5.0
 #: Exercise 10.5's and 10.6's larger cluster; 10.6's checkpoint is 1 minute at 16,384 GPUs and grows with them.
 BASE_GPUS, BIG_GPUS = 16_384, 65_536
-#: Exercise 10.5 searches backups from 0 to this many GPUs (the optimum lies far below it).
-MAX_BACKUPS = 200
+#: Exercise 10.5 searches backups from none to the page's 2% of its cluster (1,311 GPUs).
+MAX_BACKUPS = backup_count(BIG_GPUS, 0.02)
 
 
 def growing_checkpoint_min(n_gpus: int, base_min: float = 1.0, base_gpus: int = BASE_GPUS) -> float:
@@ -64,16 +65,26 @@ def best_choice(n_gpus: int = BIG_GPUS, max_backups: int = MAX_BACKUPS, step: St
 ANSWERS: dict[str, dict] = {
     "ch10.1": dict(answer=lambda: FailureModel().cluster_mtbf_min(16_384),
                   what="the cluster MTBF of 16,384 GPUs from Meta's per-GPU figure", unit="min",
-                  rel_tol=1e-2),
+                  rel_tol=1e-2, stated=186),
     "ch10.2": dict(answer=lambda: young_daly_min(MTBF_MIN, CHECKPOINT_MIN),
-                  what="the Young-Daly interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
+                  what="the Young-Daly interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2,
+                  stated=42.4),
     "ch10.3": dict(answer=lambda: daly_higher_order_min(MTBF_MIN, CHECKPOINT_MIN),
-                  what="Daly's higher-order interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2),
+                  what="Daly's higher-order interval at M = 3 h, delta = 5 min", unit="min", rel_tol=1e-2,
+                  stated=39.2),
     "ch10.4": dict(answer=lambda: step_efficiency_drop_slowest(16_384, backup_count(16_384, 0.02)),
-                  what="the step efficiency of 16,384 + 328 GPUs that drop the 328 slowest", rel_tol=2e-3),
+                  what="the step efficiency of 16,384 + 328 GPUs that drop the 328 slowest", rel_tol=2e-3,
+                  stated=0.947),
     "ch10.5": dict(answer=lambda: best_choice().goodput,
-                  what="the best expected goodput of 65,536 GPUs over backups and intervals", rel_tol=2e-3),
+                  what="the best expected goodput of 65,536 GPUs over backups and intervals", rel_tol=2e-3,
+                  stated=None),
     "ch10.6": dict(answer=lambda: kept_at_young_daly(BIG_GPUS, growing_checkpoint_min(BIG_GPUS)),
                   what="the kept share at 65,536 GPUs, Young-Daly, a checkpoint growing with the cluster",
-                  rel_tol=1e-3),
+                  rel_tol=1e-3, stated=None),
+    "ch10.8": dict(answer=checkpoint_for_kept_s,
+                  what="the checkpoint write at which 9,600 GPUs with a 5-minute restart keep 97% at the best interval",
+                  unit="s", rel_tol=0.1, stated=None),
+    "ch10.9": dict(answer=size_law_alpha,
+                  what="the size-law exponent fitted to Kokolis et al.'s three measured MTTFs", rel_tol=1e-2,
+                  stated=0.83),
 }

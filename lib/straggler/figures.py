@@ -69,14 +69,41 @@ def step_view_draw(n_gpus: int, n_backup: int, rng: np.random.Generator, n_show:
             "shown": shown, "n_slow": n_slow}
 
 
+def step_view_pair(n_gpus: int, n_backup: int, rng: np.random.Generator, n_show: int = 192,
+                   model: StepModel = StepModel()) -> tuple[dict, dict]:
+    """The same step of the same cluster without and with ``n_backup`` backups, from one draw: the ``n_gpus``
+    GPUs keep their times and places; with backups, the backups' own slow GPUs (as many as the model gives
+    ``n_backup`` more GPUs, drawn after the shared ones) join the slow ones at the right, and the backups cover
+    the slowest of them. Each dict as :func:`step_view_draw`'s."""
+    plain = step_view_draw(n_gpus, 0, rng, n_show, model)
+    m = model
+    k = min(int(rng.poisson(n_backup * m.p_slow)), n_backup)
+    extra = m.slow_factor * m.compute_s * (1 + m.jitter * rng.standard_exponential(k))
+    pos_w, times_w = plain["waited"]
+    pos = np.concatenate([np.asarray(pos_w, dtype=int), plain["shown"] + np.arange(k)])
+    times = np.concatenate([np.asarray(times_w, dtype=float), extra])
+    order = np.argsort(times, kind="stable")
+    pos, times = pos[order], times[order]
+    n_cov = min(len(times), n_backup)
+    waited, covered = (pos[:len(times) - n_cov], times[:len(times) - n_cov]), (pos[len(times) - n_cov:],
+                                                                                   times[len(times) - n_cov:])
+    healthy_max = float(plain["slowest_healthy"][1][0])
+    close = max(healthy_max, float(waited[1].max()) if len(waited[1]) else 0.0)
+    backed = dict(plain, waited=waited, covered=covered, close_s=close, step_s=close + m.sync_s,
+                  shown=plain["shown"] + k, n_slow=plain["n_slow"] + k)
+    return plain, backed
+
+
 def step_view_figure(sizes=STEP_VIEW_SIZES, backup_share: float = 0.02, seed: int = 0, active: int | None = None,
                      model: StepModel = StepModel()):
     """Frames over cluster sizes, each without and with backups: one drawn step, ``n_show`` GPUs as bars."""
-    rng = np.random.default_rng(seed)
-    frames = []
+    frames, ranges = [], []
     for n in sizes:
-        for b in (0, backup_count(n, backup_share)):
-            d = step_view_draw(n, b, rng, model=model)
+        b_n = backup_count(n, backup_share)
+        # one draw per size: the same cluster without and with backups
+        pair = step_view_pair(n, b_n, np.random.default_rng([seed, n]), model=model)
+        for b, d in zip((0, b_n), pair):
+            ranges.append([-1.5, d["shown"] + 0.5])
             bars = []
             for key, name, colour in (("healthy", "healthy GPU", PALETTE["primary"]),
                                       ("slowest_healthy", "slowest healthy GPU", PALETTE["accent"]),
@@ -93,9 +120,13 @@ def step_view_figure(sizes=STEP_VIEW_SIZES, backup_share: float = 0.02, seed: in
             title = (f"{_gpus(n, b)}: {d['shown']:,} shown, {d['n_slow']:,} slow; this step "
                      f"{d['step_s']:.3f} s against an ideal {model.ideal_step_s:.2f} s")
             frames.append(Frame(label=_gpus(n, b), data=bars, title=title))
-    base = _base(480, barmode="overlay", xaxis=dict(title="GPU (position in the sample shown)"),
+    active = len(frames) - 1 if active is None else active
+    base = _base(480, barmode="overlay", xaxis=dict(title="GPU (position in the sample shown)", range=ranges[active]),
                  yaxis=dict(title="compute time this step (s)", range=[0.98, 1.62]))
-    return frames_figure(frames, "cluster", active=len(frames) - 1 if active is None else active, base_layout=base)
+    fig = frames_figure(frames, "cluster", active=active, base_layout=base)
+    for fr, r in zip(fig.frames, ranges):
+        fr.layout.update(xaxis=dict(range=r))  # plotly's animate does not autorange: each frame its own
+    return fig
 
 
 # ----------------------------------------------------------------------------------------------- cluster size
@@ -135,7 +166,9 @@ def efficiency_figure(n_gpus: int = 16_384, shares=BACKUP_SHARES, active_share: 
         title = (f"{_count(n_gpus, 'GPU')}: {mine:.1%} plain, {mine_b:.1%} with {_count(b, 'backup')} ({s:.1%}); "
                  f"exact expected values")
         frames.append(Frame(label=f"{s:.1%}", data=data, title=title))
-    base = _base(460, xaxis=dict(title="GPUs in the cluster (log scale)", type="log"),
+    span = [*c["sizes"], n_gpus]
+    base = _base(460, xaxis=dict(title="GPUs in the cluster (log scale)", type="log",
+                                 range=[math.log10(min(span)) - 0.1, math.log10(max(span)) + 0.1]),
                  yaxis=dict(title="step efficiency (% of the ideal step rate)", tickformat=".0%",
                             range=[0.6, 1.0]))
     return frames_figure(frames, "backups", active=list(shares).index(active_share), base_layout=base)
@@ -222,6 +255,13 @@ def _nearest(values, v) -> int:
     return int(np.argmin([abs(math.log(x / v)) for x in values]))
 
 
+def interval_grid(marks_min, n: int = 140) -> np.ndarray:
+    """Checkpoint intervals (min) for a curve over the interval: 0.5 min to 16 h, widened so that every interval
+    in ``marks_min`` (a Young-Daly line, the reader's interval) lies well inside."""
+    lo, hi = min([0.5, *(v / 1.5 for v in marks_min)]), max([960.0, *(1.5 * v for v in marks_min)])
+    return np.geomspace(lo, hi, n)
+
+
 def interval_figure(n_gpus: int = 16_384, backup_share: float = 0.0, intervals_min=None,
                     active_min: float | None = None, days: float = 14.0, seed: int = 0,
                     failure: FailureModel = FailureModel()):
@@ -230,7 +270,8 @@ def interval_figure(n_gpus: int = 16_384, backup_share: float = 0.0, intervals_m
     b = backup_count(n_gpus, backup_share)
     mtbf = failure.cluster_mtbf_min(n_gpus, b)
     yd, best = young_daly_min(mtbf, failure.checkpoint_min), optimal_interval_min(mtbf, failure.checkpoint_min)
-    grid = np.geomspace(0.5, 960, 300)
+    intervals_min = sorted(intervals_min or interval_choices(yd))
+    grid = interval_grid([yd, best, *intervals_min], 300)
     kept = checkpoint_shares(grid, mtbf, failure.checkpoint_min, failure.restart_min)["kept"]
     static = [
         go.Scatter(x=np.round(grid, 4).tolist(), y=np.round(kept, 5).tolist(), mode="lines",
@@ -241,7 +282,6 @@ def interval_figure(n_gpus: int = 16_384, backup_share: float = 0.0, intervals_m
                                                         failure.restart_min)["kept"])],
                    mode="markers", name=f"exact best {best:.1f} min", marker=dict(color=PALETTE["primary"], size=9)),
     ]
-    intervals_min = sorted(intervals_min or interval_choices(yd))
     gaps = FailureGaps(np.random.default_rng(seed))
     frames = []
     for tau in intervals_min:
@@ -255,7 +295,8 @@ def interval_figure(n_gpus: int = 16_384, backup_share: float = 0.0, intervals_m
                  f"{run.kept_share:.1%} in this run")
         frames.append(Frame(label=f"{tau:.1f} min", data=static + dots, title=title))
     active = _nearest(intervals_min, active_min if active_min is not None else yd)
-    base = _base(460, xaxis=dict(title="checkpoint interval (min)", type="log"),
+    base = _base(460, xaxis=dict(title="checkpoint interval (min)", type="log",
+                                 range=[math.log10(grid[0]), math.log10(grid[-1])]),
                  yaxis=dict(title="time kept (% of the run)", tickformat=".0%", range=[0, 1]))
     return frames_figure(frames, "your interval", active=active, base_layout=base)
 

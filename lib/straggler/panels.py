@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lib.straggler.figures import (CLUSTER_SIZES, PAGE_CLAIMS, PAGE_EFFICIENCY, _base, _count, _gpus,
-                                   day_traces, efficiency_curves, page_marks, step_view_draw)
+                                   day_traces, efficiency_curves, interval_grid, page_marks, step_view_pair)
 from lib.straggler.model import (FailureModel, StepModel, backup_count, expected_segment_min, step_efficiency,
                                  young_daly_min)
 from lib.straggler.simulate import five_ways
@@ -48,12 +48,19 @@ def _step_bars(d: dict, with_backups: bool) -> list:
     out = []
     for key, name, colour in parts:
         x, y = d[key]
-        out.append(go.Bar(x=np.asarray(x).tolist(), y=np.round(y, 5).tolist(), name=name, marker_color=colour,
-                          width=0.8, legendgroup=key, xaxis="x", yaxis="y"))
+        # a step without slow GPUs draws None, not nothing: the legend, and so the plot's width, stay put
+        x, y = (np.asarray(x).tolist(), np.round(y, 5).tolist()) if len(y) else ([None], [None])
+        out.append(go.Bar(x=x, y=y, name=name, marker_color=colour, width=0.8, legendgroup=key, xaxis="x",
+                          yaxis="y"))
     out.append(go.Scatter(x=[-1, d["shown"]], y=[round(d["close_s"], 5)] * 2, mode="lines",
                           name="step closes (then sync)", legendgroup="close",
                           line=dict(color=PALETTE["bad"], dash="dash"), xaxis="x", yaxis="y"))
     return out
+
+
+def _log_range(values, pad: float = 0.05) -> list[float]:
+    """A log axis's range (log10 units) from the smallest to the largest of ``values``, ``pad`` decades wider."""
+    return [math.log10(min(values)) - pad, math.log10(max(values)) + pad]
 
 
 def _step_range(draws, compute_s: float) -> list[float]:
@@ -66,10 +73,10 @@ def _step_range(draws, compute_s: float) -> list[float]:
 
 def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: int = 0,
                       backups_on: bool = False, sizes=None, model: StepModel = StepModel()):
-    """One drawn step above the exact step-efficiency curves: a GPU-count slider (the step view's axis rescales
-    per size) and a toggle that shows the same cluster without or with ``backup_share`` backups."""
+    """One drawn step above the exact step-efficiency curves: a GPU-count slider (the step view's axes rescale
+    per size) and a toggle that shows the same cluster, one draw (``figures.step_view_pair``), without or with
+    ``backup_share`` backups."""
     sizes = tuple(sorted({*(sizes or PANEL_SIZES), n_gpus}))
-    rng = np.random.default_rng(seed)
     curve_sizes = tuple(sorted({*CLUSTER_SIZES, *sizes}))
     c = efficiency_curves(curve_sizes, (backup_share,), model)
     marks_plain = page_marks(0.0)
@@ -77,7 +84,9 @@ def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: in
     frames, ranges = [], []
     for n in sizes:
         b = backup_count(n, backup_share)
-        d0, d1 = step_view_draw(n, 0, rng, model=model), step_view_draw(n, b, rng, model=model)
+        # one draw per size, seeded by (seed, size): both buttons show the same cluster, and a reader's own
+        # size leaves the other frames' draws as they were
+        d0, d1 = step_view_pair(n, b, np.random.default_rng([seed, n]), model=model)
         e0, e1 = step_efficiency(n, 0, model), step_efficiency(n, b, model)
         data = _step_bars(d0, False) + _step_bars(d1, True) + [
             go.Scatter(x=[-1, max(d0["shown"], d1["shown"])], y=[model.compute_s] * 2, mode="lines",
@@ -103,18 +112,20 @@ def step_panel_figure(n_gpus: int = 16_384, backup_share: float = 0.02, seed: in
                  f"with {_count(b, 'backup')} {d1['step_s']:.3f} s. Step efficiency (exact): {e0:.1%} "
                  f"without, {e1:.1%} with backups")
         frames.append(Frame(label=f"{n:,}", data=data, title=title))
-        ranges.append(_step_range((d0, d1), model.compute_s))
+        ranges.append(dict(xaxis=dict(range=[-1.5, max(d0["shown"], d1["shown"]) + 0.5]),
+                           yaxis=dict(range=_step_range((d0, d1), model.compute_s))))
     plain, backup = step_panel_groups(len(frames[0].data))
-    base = _base(760, barmode="overlay",
-                 xaxis=dict(title="GPU (position in the sample shown)", domain=[0, 1], anchor="y"),
-                 yaxis=dict(title="compute this step (s)", domain=[0.5, 1], range=ranges[0]),
-                 xaxis2=dict(title="GPUs in the cluster (log scale)", type="log", domain=[0, 1], anchor="y2"),
-                 yaxis2=dict(title="step efficiency (%)", tickformat=".0%", range=[0.6, 1.0], domain=[0, 0.36]))
     active = sizes.index(n_gpus)
+    base = _base(760, barmode="overlay",
+                 xaxis=dict(title="GPU (position in the sample shown)", domain=[0, 1], anchor="y",
+                            **ranges[active]["xaxis"]),
+                 yaxis=dict(title="compute this step (s)", domain=[0.5, 1], **ranges[active]["yaxis"]),
+                 xaxis2=dict(title="GPUs in the cluster (log scale)", type="log", domain=[0, 1], anchor="y2",
+                             range=_log_range(curve_sizes, pad=0.1)),
+                 yaxis2=dict(title="step efficiency (%)", tickformat=".0%", range=[0.6, 1.0], domain=[0, 0.36]))
     fig = frames_figure(frames, "GPUs", active=active, base_layout=base)
     for fr, r in zip(fig.frames, ranges):
-        fr.layout.update(yaxis=dict(range=r))
-    fig.update_layout(yaxis=dict(range=ranges[active]))
+        fr.layout.update(r)  # plotly's animate does not autorange: every frame carries its own ranges
     n_traces = len(fig.data)
     visible = {False: [i not in backup for i in range(n_traces)], True: [i not in plain for i in range(n_traces)]}
     for i, tr in enumerate(fig.data):
@@ -147,7 +158,7 @@ BREAKDOWN = (("expected_kept", "kept_share", "time kept"), ("expected_checkpoint
 #: and the next panel's heading.
 _PANEL_PX = {"interval": 190, "breakdown": 170}
 _GAP_PX = 92
-_TICKS_MIN = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+_TICKS_MIN = (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000)
 
 
 def _row_page_marks(row, yd_min: float) -> dict:
@@ -213,7 +224,9 @@ def five_ways_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
     page's quoted values only where they apply). Axes stay fixed across buttons. Returns (figure, comparison).
     """
     comparison, runs = five_ways(n_gpus, interval_min, backup_share, days, seed, step, failure, record=True)
-    grid = np.geomspace(0.5, 960, 120)
+    yds = [young_daly_min(failure.cluster_mtbf_min(r.n_gpus, r.n_backup), failure.checkpoint_min)
+           for r in comparison.rows]
+    grid = interval_grid([r.interval_min for r in comparison.rows] + yds, 120)  # fixed across the buttons
     frames = []
     for row in comparison.rows:
         run = runs[row.name]
@@ -238,7 +251,7 @@ def five_ways_figure(n_gpus: int = 16_384, interval_min: float = 120.0, backup_s
                  xaxis3=dict(title="share of the run's time, of the ideal step rate, of GPU time",
                              tickformat=".0%", range=[0, 1], dtick=0.1, anchor="y3"),
                  yaxis3=dict(categoryorder="array", categoryarray=[lab for _, _, lab in BREAKDOWN][::-1],
-                             domain=d3, automargin=True))
+                             range=[-0.5, len(BREAKDOWN) - 0.5], domain=d3, automargin=True))
     for name, d in (("legend", d1), ("legend2", d2), ("legend3", d3)):
         base[name] = {**base["legend"], "y": d[1], "traceorder": "normal"}
     base["annotations"] = [
@@ -284,14 +297,15 @@ def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, siz
     """Where the time goes against the checkpoint interval, stacked (kept, writing, thrown away, restarts), with
     a GPU-count slider; Young-Daly dashed, your interval dotted; the page's kept share only at its 16,384 GPUs."""
     sizes = tuple(sorted({*(sizes or PANEL_SIZES), n_gpus}))
-    grid = np.geomspace(0.5, 960, 140)
     page_kept = float(PAGE_CLAIMS["kept_yd"].rstrip("%")) / 100
     layers = (("kept", "training kept", PALETTE["good"]), ("writing", "writing checkpoints", PALETTE["primary"]),
               ("thrown", "work thrown away", PALETTE["bad"]), ("restarts", "restarts", PALETTE["neutral"]))
-    frames = []
+    frames, ranges = [], []
     for n in sizes:
         m = failure.cluster_mtbf_min(n)
         yd = young_daly_min(m, failure.checkpoint_min)
+        grid = interval_grid((yd, interval_min))  # each size its own: Young-Daly grows to hours on 8 GPUs
+        ranges.append(dict(xaxis=dict(range=_log_range(grid, pad=0.0))))
         sh = time_shares(grid, m, failure.checkpoint_min, failure.restart_min)
         mine = {k: float(v) for k, v in time_shares(interval_min, m, failure.checkpoint_min,
                                                    failure.restart_min).items()}
@@ -305,7 +319,8 @@ def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, siz
                                                                                          dash="dash")),
             go.Scatter(x=[interval_min, interval_min], y=[0, 1], mode="lines", name="your interval",
                        line=dict(color=PALETTE["accent"], dash="dot", width=2)),
-            go.Scatter(x=[yd] if page else [], y=[page_kept] if page else [], mode="markers",
+            # None where the page quotes nothing: the trace, and so the legend, stays in every frame
+            go.Scatter(x=[yd] if page else [None], y=[page_kept] if page else [None], mode="markers",
                        name="the page: kept at Young-Daly (quoted)",
                        marker=dict(color=PALETTE["secondary"], symbol="diamond-open", size=12, line_width=2)),
         ]
@@ -313,9 +328,14 @@ def interval_panel_figure(n_gpus: int = 16_384, interval_min: float = 120.0, siz
                  f"your {interval_min:g} min keeps {mine['kept']:.1%}, writes {mine['writing']:.1%}, "
                  f"throws away {mine['thrown']:.1%}, restarts {mine['restarts']:.1%} (exact expected)")
         frames.append(Frame(label=f"{n:,}", data=data, title=title))
-    base = _base(480, xaxis=dict(title="checkpoint interval (min, log scale)", type="log"),
+    active = sizes.index(n_gpus)
+    base = _base(480, xaxis=dict(title="checkpoint interval (min, log scale)", type="log",
+                                 **ranges[active]["xaxis"]),
                  yaxis=dict(title="share of the run's time (%)", tickformat=".0%", range=[0, 1]))
-    return frames_figure(frames, "GPUs", active=sizes.index(n_gpus), base_layout=base)
+    fig = frames_figure(frames, "GPUs", active=active, base_layout=base)
+    for fr, r in zip(fig.frames, ranges):
+        fr.layout.update(r)  # plotly's animate does not autorange: every frame carries its own range
+    return fig
 
 
 def chapter_panels(n_gpus: int = 16_384, interval_min: float = 120.0, backup_share: float = 0.0,

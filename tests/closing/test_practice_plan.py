@@ -25,15 +25,17 @@ def test_the_chapters_job_is_the_published_runs():
 
 def test_metas_layout_is_priced_as_validate_prices_it():
     pub = pp.published_llama3(16_384)
-    assert pp.meta_config(16_384) == to_config(pub)
+    assert pp.meta_config(16_384) == to_config(pub)            # the stated fields, unstated at defaults
+    assert pub.config.zero == 2                                # section 3.3.2: ZeRO-2, not ZeRO-1
     meta, run = pp.meta_beside(CHAPTER_JOB)
     assert run == pub
     ours = meta.terms["tokens_per_s_per_gpu"]
-    assert ours == pytest.approx(estimate_run(pub, "practice")["tokens_per_s_per_gpu"], rel=1e-9)
-    # the chapter's statement of the model's accuracy on this held-out run: about 15% slower than published
-    # (-15.1% since attention is priced at its kernel's quoted rate and the H100 fit was bounded; -5.7% before)
-    # and it fits
-    assert -0.20 < ours / pub.measured.tokens_per_s_per_gpu - 1 < -0.10 and meta.terms["fits"]
+    est = estimate_run(pub, "practice")                        # validate's fill: searched
+    assert meta.config == est["config"]
+    assert ours == pytest.approx(est["tokens_per_s_per_gpu"], rel=1e-9)
+    # the chapter's statement of the model's accuracy on this held-out run: 10-25% slower than published
+    # (-17.2% with the unstated fields filled by search and the H100 refitted under that fill) and it fits
+    assert -0.25 < ours / pub.measured.tokens_per_s_per_gpu - 1 < -0.10 and meta.terms["fits"]
     other, none = pp.meta_beside(replace(CHAPTER_JOB, n_gpus=4096))
     assert none is None and other.config.dp == 32
     with pytest.raises(ValueError, match="n_gpus"):
@@ -63,19 +65,22 @@ def test_practice_is_a_rule_set_of_the_job_and_errors_name_their_field():
 
 
 def test_interleaving_meta_as_its_paper_describes_shrinks_the_bubble():
-    """The chapter's explanation: the same compute efficiency; Meta's layout filled as validate fills it (VP 1)
-    idles for 15/16 of the useful time; interleaved as section 3.3.2 describes (VP 8, one layer a chunk) for
-    15/128; the plan (VP 8, CP 2) for (pp - 1)/(vp m)."""
+    """The chapter's explanation: the same compute efficiency; Meta's layout filled as validate fills it is
+    interleaved as section 3.3.2 describes (VP 8, one layer a chunk) and idles for 15/128 of the useful
+    time, where plain 1F1B (the old default fill) idled for 15/16; the plan (VP 8, CP 2) for
+    (pp - 1)/(vp m)."""
     r = run_of(CHAPTER_JOB)
     meta, _ = pp.meta_beside(CHAPTER_JOB)
     inter = pp.meta_interleaved(CHAPTER_JOB)
+    plain = pp.price(CHAPTER_JOB, pp.meta_config(16_384))
     assert meta.terms["efficiency"] == r.est.plan.terms["efficiency"]
-    assert meta.terms["micro_batches"] == 16 and meta.bubble_share == pytest.approx(15 / 16)
-    assert inter.config.vp == 8 and inter.bubble_share == pytest.approx(15 / 128)
-    assert inter.terms["step_s"] < meta.terms["step_s"]
+    assert plain.terms["micro_batches"] == 16 and plain.bubble_share == pytest.approx(15 / 16)
+    assert inter.config == meta.config and meta.config.vp == 8
+    assert meta.bubble_share == pytest.approx(15 / 128)
+    assert meta.terms["step_s"] < plain.terms["step_s"]
     c = r.est.plan.config
     assert r.est.plan.bubble_share == pytest.approx((c.pp - 1) / (c.vp * r.est.plan.terms["micro_batches"]))
-    assert sorted(set(meta.terms["stage_layers"])) == [7, 8]
+    assert sorted(set(plain.terms["stage_layers"])) == [7, 8]
 
 
 def test_the_slider_title_names_context_parallelism():

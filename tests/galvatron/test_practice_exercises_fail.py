@@ -23,14 +23,27 @@ def _wrong_answers():
         "ch9.4": ["shape-dependent efficiency", "mixed precision", "ZeRO stages", "Pipeline Schedules"],
         # the published configuration's own estimate is not the pick's
         "ch9.5": [880.0, 1384.2],
+        # the fill's value itself, the inverse ratio, no change
+        "ch9.6": [8, 1 / ex.fill_gain(), 1.0],
+        # the lead itself, the range's high end, one estimate off (not both), no lead at all
+        "ch9.7": _lead_wrong(),
     }
 
 
-def test_the_chapter_has_five_exercises_in_its_answer_key():
-    assert sorted(exercises.references(9)) == [f"ch9.{k}" for k in range(1, 6)]
+def _lead_wrong():
+    from lib.galvatron.practice_picks import held_out_error, lead_range
+
+    p = ex._pick()
+    pick, pub = p["est_pick"]["tokens_per_s_per_gpu"], p["est_published"]["tokens_per_s_per_gpu"]
+    lead, _, high = lead_range(pick, pub, held_out_error())
+    return [lead, high, pick / pub * (1 - held_out_error()) - 1, 0.0]
 
 
-@pytest.mark.parametrize("ex_id", [f"ch9.{k}" for k in range(1, 6)])
+def test_the_chapter_has_seven_exercises_in_its_answer_key():
+    assert sorted(exercises.references(9)) == [f"ch9.{k}" for k in range(1, 8)]
+
+
+@pytest.mark.parametrize("ex_id", [f"ch9.{k}" for k in range(1, 8)])
 def test_reference_right_and_wrong_answers_rejected(ex_id):
     ref = exercises.reference(ex_id)
     value = ref.answer()
@@ -53,3 +66,23 @@ def test_the_pick_without_zero_stages_differs_from_practices_pick():
     without = ex._pick_without_zero12()
     assert without["pick"].zero in (0, 3)
     assert with_zero["est_pick"]["tokens_per_s_per_gpu"] >= without["est_pick"]["tokens_per_s_per_gpu"]
+
+
+def test_the_fill_exercise_prices_the_same_layout_at_vp_1():
+    # the fill (vp 8, one layer per chunk, as Llama 3's paper describes) is faster than plain 1F1B
+    from lib.galvatron.practice_report import calibration_runs
+    from lib.galvatron.validate import estimate_run
+
+    run = next(r for r in calibration_runs() if r.name == ex.FILL_RUN)
+    assert run.config.vp is None and estimate_run(run, "practice")["config"].vp == 8
+    assert ex.fill_gain() > 1
+
+
+def test_the_pick_exercise_is_the_low_end_of_the_lead():
+    from lib.galvatron.practice_picks import lead_range
+
+    p = ex._pick()
+    lead, low, high = lead_range(p["est_pick"]["tokens_per_s_per_gpu"],
+                                 p["est_published"]["tokens_per_s_per_gpu"], 0.1)
+    assert low < lead < high
+    assert ex.pick_lead_low() < lead

@@ -153,14 +153,18 @@ def test_breakdown_adds_up_to_the_step(runs):
 
 
 def test_the_mcore_runs_at_micro_batch_one_expose_their_zero1_traffic(runs):
-    """The diagnosis of the H100 fit's edge (chapter 9): at the filled micro-batch 1 the 32B run spends over
-    a third of its step on exposed ZeRO-1 messages; at the planner's micro-batch (4) they hide."""
-    from lib.galvatron.validate import estimate_run
+    """Why the fill matters (chapter 9): at micro-batch 1 (the old default) the 32B run spends over a third
+    of its step on exposed ZeRO-1 messages; validate's fill (the fastest micro-batch that fits) hides them."""
+    from lib.galvatron.search.efficiency import load_gpu
+    from lib.galvatron.validate import estimate_run, fit_efficiency, with_efficiency
 
+    p, k, _, _ = fit_efficiency(runs, "h100-sxm-80gb", fill="one")    # the constants of the old fill
+    old = with_efficiency(load_gpu("h100-sxm-80gb"), p, k)
     r = {x.name: x for x in runs}["mcore-h100-32b"]
-    one, planner = estimate_run(r, PRACTICE), estimate_run(r, PRACTICE, fill="planner")
+    one, search = estimate_run(r, PRACTICE, old, fill="one"), estimate_run(r, PRACTICE)
     assert pr.breakdown(one)["dp"] > 0.3 * one["step_s"]
-    assert planner["micro_batch"] == 4 and planner["dp_s"] < 0.05 * planner["step_s"]
+    assert search["micro_batch"] > 1 and search["dp_s"] < 0.05 * search["step_s"]
+    assert search["searched"]["micro_batch"] == search["micro_batch"]
 
 
 def test_planner_fill_only_fills_what_is_null(runs):
@@ -176,41 +180,20 @@ def test_planner_fill_only_fills_what_is_null(runs):
         estimate_run(stated, PRACTICE, fill="auto")
 
 
-def test_fill_what_if_moves_the_h100_fit_inside_its_bounds(runs):
-    from lib.galvatron.search.efficiency import at_edge
+def test_fill_what_if_the_old_defaults_push_the_h100_fit_to_its_bound(runs):
+    """Refitted under the old default fill (micro-batch 1, plain 1F1B), the H100 peak fraction climbs to its
+    bound and a Llama 3 run breaks the calibration bar; validate's search fill keeps both inside."""
+    from lib.galvatron.search.efficiency import at_edge, load_gpu
 
     held = pr.calibration_runs(pr.CALIBRATION.with_name("heldout.json"))
     w = pr.fill_what_if(runs, held)
     p, k = w["constants"]["h100-sxm-80gb"]
-    assert at_edge(p, k) == [] and p < 0.7
-    # ... and the held-out largest error falls, but a Llama 3 run breaks the calibration bar (35%)
-    assert w["summary"]["held"]["planner"][1] < w["summary"]["held"]["one"][1]
-    assert w["summary"]["cal"]["planner"][1] > 0.35 >= w["summary"]["cal"]["one"][1]
-    worst = max((r for r in w["rows"][:len(runs)]), key=lambda r: abs(r[3]))
-    assert worst[0].startswith("llama3")
-
-
-def test_fill_what_if_vp_fills_the_unstated_schedule(runs):
-    held = pr.calibration_runs(pr.CALIBRATION.with_name("heldout.json"))
-    w = pr.fill_what_if(runs, held)
-    by = {r[0]: r for r in w["rows"][:len(runs)]}
-    llama = next(r for r in runs if r.name == "llama3-405b-16384-8192")
-    assert llama.config.vp is None
-    # vp 1 is the what-if as fill_what_if prices it (the same constants and fill)
-    assert pr.fill_what_if_vp(w, llama, 1)["error"] == pytest.approx(by[llama.name][3], rel=1e-12)
-    # Meta's one-layer chunks, (126 + 2) / 16: the bubble shrinks, (pp - 1) / (vp m) with m = 16
-    vp = (llama.model.layers + 2) // llama.config.pp
-    e1, e8 = pr.fill_what_if_vp(w, llama, 1), pr.fill_what_if_vp(w, llama, vp)
-    assert vp == 8 and e8["micro_batches"] == e1["micro_batches"] == 16
-    assert e8["tokens_per_s_per_gpu"] > e1["tokens_per_s_per_gpu"] and e8["efficiency"] == e1["efficiency"]
-    stated = next(r for r in runs if r.config.vp is not None) if any(r.config.vp for r in runs) else \
-        llama.model_copy(update={"config": llama.config.model_copy(update={"vp": 2})})
-    with pytest.raises(ValueError, match="config.vp"):
-        pr.fill_what_if_vp(w, stated, 8)
-    for bad in (0, 2.0, True):
-        with pytest.raises(ValueError, match="vp must be"):
-            pr.fill_what_if_vp(w, llama, bad)
-
+    assert any("peak_fraction" in e for e in at_edge(p, k))
+    g = load_gpu("h100-sxm-80gb")
+    assert at_edge(g.peak_fraction, g.knee) == []
+    assert w["summary"]["cal"]["search"][1] <= 0.25 < w["summary"]["cal"]["one"][1]
+    assert w["summary"]["cal"]["search"][0] <= 0.10
+    assert len(w["rows"]) == len(runs) + len(held)
 
 def test_attention_shares_by_hand():
     from lib.galvatron import practice_figures as pf

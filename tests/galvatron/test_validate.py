@@ -31,10 +31,11 @@ def test_calibration_set_is_the_specs_and_quotes_every_run(runs):
 
 
 def test_must_hold_on_the_calibration_set(runs):
-    """Median |error| <= 15% and largest <= 35% on tokens/s/GPU under practice; every config fits."""
+    """Median |error| <= 10% and largest <= 25% on tokens/s/GPU under practice (issue 34's bar; it was 15% and
+    35%), unstated fields filled by search; every config fits."""
     est = [estimate_run(r, "practice") for r in runs]
     errs = np.abs([e["error"] for e in est])
-    assert np.median(errs) <= 0.15 and errs.max() <= 0.35, dict(zip([r.name for r in runs], errs.round(3)))
+    assert np.median(errs) <= 0.10 and errs.max() <= 0.25, dict(zip([r.name for r in runs], errs.round(3)))
     assert all(e["fits"] for e in est), [r.name for r, e in zip(runs, est) if not e["fits"]]
 
 
@@ -135,12 +136,7 @@ def test_stored_efficiency_constants_are_the_fit(runs, gpu):
                                                                                 if r.cluster.gpu == gpu])
 
 
-@pytest.mark.parametrize("gpu", [
-    "a100-sxm-80gb",
-    pytest.param("h100-sxm-80gb", marks=pytest.mark.xfail(strict=True, reason=(
-        "known miss (chapter 9): at the filled micro-batch of 1, mcore-h100-16b and -32b expose 0.17 s and "
-        "0.43 s of ZeRO-1 traffic that no GEMM efficiency below the peak can pay for; this test passes, "
-        "and the marker must go, once the model prices what those runs did instead")))])
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm-80gb"])
 def test_fitted_efficiency_is_inside_its_physical_bounds(gpu):
     """A fitted peak fraction on the grid's edge (0.9: no GEMM runs faster) means something else is
     mispriced, not that the GPU is that fast."""
@@ -175,7 +171,8 @@ def test_tp_overlap_only_where_the_source_states_it(runs):
     assert e["tp_s"] < e_off["tp_s"] and e["tokens_per_s_per_gpu"] > e_off["tokens_per_s_per_gpu"]
     # a run that does not state it is priced as practice prices it
     s = by["llama3-405b-16384-8192"]
-    assert estimate_run(s)["step_s"] == step_estimate(to_job(s), to_config(s), "practice")["step_s"]
+    assert estimate_run(s, fill="one")["step_s"] == \
+        step_estimate(to_job(s), to_config(s), "practice")["step_s"]
 
 
 def test_null_fields_get_the_documented_defaults(runs):
@@ -212,7 +209,7 @@ def test_ablation_from_the_paper_rules_to_practice(runs):
     first, last = rows[0], rows[-1]
     assert first["estimates"] == pytest.approx([estimate_run(r, "vldb2023")["tokens_per_s_per_gpu"] for r in runs])
     assert last["estimates"] == pytest.approx([estimate_run(r, "practice")["tokens_per_s_per_gpu"] for r in runs])
-    assert first["median_abs_error"] > 0.15 and first["fits"] <= len(runs) // 4
+    assert first["median_abs_error"] > 0.15 and first["fits"] <= len(runs) // 3
     assert last["median_abs_error"] <= 0.15 and last["fits"] == len(runs)
 
 
@@ -225,7 +222,10 @@ def test_a_cost_model_error_that_is_not_the_runs_config_is_a_bug_with_its_traceb
     def broken(*a, **k):
         raise ValueError("an internal invariant broke")
 
+    import lib.galvatron.fills as fl
+
     monkeypatch.setattr(v, "step_estimate", broken)
+    monkeypatch.setattr(fl, "step_estimate", broken)
     with pytest.raises(ValueError, match="an internal invariant broke"):
         _cli(["--runs", str(CAL), "--no-search"], capsys)
 

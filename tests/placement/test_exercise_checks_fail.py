@@ -41,10 +41,15 @@ def wrong_answer(ex_id):
     right = ref.answer()
     if isinstance(right, bool):
         return not right
+    from lib.exercises import stated_number
+
+    stated = stated_number(ref.stated)  # the solution's precision widens the allowance too
+    allowed = max(ref.rel_tol * abs(right), ref.abs_tol, stated[1] if stated else 0.0) \
+        if isinstance(right, (int, float)) else 0.0
     if isinstance(right, int):
-        return right + 1
+        return right + 1 + int(2 * allowed)
     if isinstance(right, float):
-        return right * (1.5 + 10 * (ref.rel_tol or 0)) + 1 + 10 * (ref.abs_tol or 0)
+        return right * (1.5 + 10 * (ref.rel_tol or 0)) + 1 + 10 * (ref.abs_tol or 0) + 2 * allowed
     return ("not", right)
 
 

@@ -51,7 +51,8 @@ def _namespace(wrong: bool) -> dict:
 
 def test_the_chapter_has_its_solutions():
     assert len(SETUP) == 2, "expected the parameters cell and the imports cell"
-    assert sorted(SOLUTIONS) == [f"ex-ch10-{k}" for k in range(1, 7)]
+    # 10.7 is an open question without a check; 10.8 and 10.9 belong to "The page against production clusters"
+    assert sorted(SOLUTIONS) == [f"ex-ch10-{k}" for k in (1, 2, 3, 4, 5, 6, 8, 9)]
 
 
 def test_right_answers_pass_in_order():

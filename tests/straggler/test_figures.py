@@ -128,3 +128,27 @@ def test_frame_titles_agree_in_number():
     assert labels == ["8 GPUs", "8 GPUs + 1 backup"]
     fig = timeline_figure(n_gpus=8, intervals_min=[60.0], days=2)  # 8 GPUs fail about once in 260 days
     assert "0 failures" in fig.frames[0].layout.title.text
+
+
+@pytest.mark.parametrize("n_gpus", [8, 16_384])
+def test_every_slider_figure_keeps_its_marks_inside_its_axes(n_gpus):
+    # the widget's static twin (interval_figure) and the benchmark's figures, in every frame
+    from lib.straggler.figures import chapter_figures
+    from tests.figure_bounds import marks_outside
+
+    for name, fig in chapter_figures(n_gpus=n_gpus, days=2.0).items():
+        assert marks_outside(fig) == [], name
+
+
+def test_the_step_view_shows_one_cluster_without_and_with_backups():
+    import numpy as np
+
+    from lib.straggler.figures import step_view_pair
+
+    plain, backed = step_view_pair(65_536, 1_311, np.random.default_rng(0))
+    for key in ("healthy", "slowest_healthy"):
+        assert [list(map(float, a)) for a in plain[key]] == [list(map(float, a)) for a in backed[key]]
+    slow = {(int(x), float(y)) for part in ("waited", "covered") for x, y in zip(*backed[part])}
+    assert {(int(x), float(y)) for x, y in zip(*plain["waited"])} <= slow
+    assert backed["n_slow"] >= plain["n_slow"] > 0 and len(backed["waited"][1]) == 0  # 1,311 backups cover all
+    assert backed["step_s"] <= plain["step_s"]

@@ -35,7 +35,7 @@ def test_step_view_rescales_per_size(panels):
     fig = panels["step"]
     for frame in fig.frames:
         lo, hi = frame.layout.yaxis.range
-        bars = [v for tr in frame.data if tr.type == "bar" for v in tr.y]
+        bars = [v for tr in frame.data if tr.type == "bar" for v in tr.y if v is not None]
         assert lo < min(bars) and max(bars) < hi
     small, big = fig.frames[0].layout.yaxis.range, fig.frames[-2].layout.yaxis.range  # 8 and 16,384 GPUs
     assert small[1] - small[0] < 0.1 < big[1] - big[0]
@@ -183,8 +183,10 @@ def test_interval_panel_over_gpus_and_page_mark_only_at_16384(panels):
     fig = panels["interval"]
     assert [s.label for s in fig.layout.sliders[0].steps] == [f"{n:,}" for n in PANEL_SIZES]
     assert sum(1 for tr in fig.data if tr.stackgroup) == 4
-    with_mark = [s.label for s, f in zip(fig.layout.sliders[0].steps, fig.frames) if len(f.data[-1].x)]
+    with_mark = [s.label for s, f in zip(fig.layout.sliders[0].steps, fig.frames)
+                 if any(v is not None for v in f.data[-1].y)]
     assert with_mark == ["16,384"]
+    assert len({tuple(tr.name for tr in f.data) for f in fig.frames}) == 1  # one legend in every frame
 
 
 def test_panels_follow_the_house_layout_and_fit_the_page_budget(panels):
@@ -226,3 +228,51 @@ def test_five_ways_reader_settings_of_their_own():
     same, _ = five_ways_figure(interval_min=yd, backup_share=0.02, days=2.0)
     row, yours = "Young-Daly + 2% backups", "Your settings"
     assert sorted(unchanged(same)) == [(p, yours, row) for p in ("breakdown", "days", "interval")]
+
+
+@pytest.mark.parametrize("n_gpus", [8, 1_000, 16_384])
+def test_every_mark_lies_inside_its_axes_in_every_state(n_gpus):
+    from tests.figure_bounds import marks_outside
+
+    figs = chapter_panels(n_gpus=n_gpus, days=2.0)
+    for name in ("step", "five_ways", "interval"):
+        assert marks_outside(figs[name]) == [], name
+
+
+def test_young_daly_stays_on_the_interval_axis_at_8_gpus():
+    # on 8 GPUs the cluster fails every ~260 days and Young-Daly is ~14.5 h, at the edge of the 16 h axis that
+    # suits 16,384 GPUs; plotly's animate keeps the first frame's axis, so each frame carries a range of its own
+    fig = interval_panel_figure(n_gpus=16_384)
+    frames = {f.name: f for f in fig.frames}
+    for label in ("8", "16,384"):
+        frame = frames[label]
+        lo, hi = frame.layout.xaxis.range
+        yd = next(tr for tr in frame.data if tr.name == "Young-Daly").x[0]
+        assert lo < np.log10(yd) < hi - 0.15  # a sixth of a decade clear of the edge
+    assert frames["8"].layout.xaxis.range[1] > frames["16,384"].layout.xaxis.range[1]
+    # the five ways fix one interval axis for all buttons: it holds the 8-GPU "too rarely" row (6 YD, ~87 h)
+    small, comparison = five_ways_figure(n_gpus=8, days=2.0)
+    hi = small.layout.xaxis2.range[1]
+    assert 10 ** hi >= max(r.interval_min for r in comparison.rows)
+
+
+def _bars(trace) -> list:
+    """The (GPU, time) bars a trace draws (a step without slow GPUs draws one None, to keep its legend entry)."""
+    return [(x, y) for x, y in zip(trace.x, trace.y) if y is not None]
+
+
+def test_both_buttons_show_the_same_cluster():
+    fig = step_panel_figure(backup_share=0.02)
+    for frame in fig.frames:
+        d = frame.data  # 0-3 without backups, 4-8 with (step_panel_groups)
+        for plain, backed in ((0, 4), (1, 5)):  # the healthy GPUs and the slowest of them: the same draw
+            assert list(d[plain].x) == list(d[backed].x) and list(d[plain].y) == list(d[backed].y)
+        slow_plain = set(_bars(d[2]))
+        slow_backed = set(_bars(d[6])) | set(_bars(d[7]))
+        assert slow_plain <= slow_backed  # the backups cover some of the same slow GPUs
+        assert len({tr.name for tr in d}) == len({tr.name for tr in fig.data})  # every legend entry, always
+    big = {f.name: f for f in fig.frames}["16,384"].data
+    assert not _bars(big[6]) and len(_bars(big[7])) >= len(_bars(big[2])) > 0  # 328 backups cover them
+    # a reader's own size leaves the other sizes' draws as they were
+    other = {f.name: f for f in step_panel_figure(n_gpus=1_000, backup_share=0.02).frames}["16,384"].data
+    assert [list(tr.y) for tr in other[:9]] == [list(tr.y) for tr in big[:9]]

@@ -24,10 +24,14 @@ EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py
            # the published-runs readers and what builds on them (pydantic, tqdm): the book's, not a widget's
            "lib/galvatron/published.py", "lib/galvatron/validate.py", "lib/galvatron/practice_report.py",
            "lib/galvatron/practice_figures.py", "lib/galvatron/exercises_practice.py",
+           "lib/galvatron/practice_picks.py",
            # files read back by the command-line tools (pydantic)
-           "lib/readback.py", "lib/runlog_schema.py")
+           "lib/readback.py", "lib/runlog_schema.py",
+           # Part III against production: the observations' reader and what builds on it (pydantic)
+           "lib/straggler/production.py", "lib/straggler/predict.py", "lib/straggler/production_report.py",
+           "lib/straggler/production_figures.py", "lib/straggler/production_cli.py")
 #: Data folders the kept modules read.
-DATA = ("data/galvatron", "data/hardware")
+DATA = ("data/galvatron", "data/hardware", "data/stacks")
 REQUIRES = ("numpy", "plotly")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

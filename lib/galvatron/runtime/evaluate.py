@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from .launch import spawn_local
 from .model import ModelConfig
-from .plan import RunPlan, from_search_plan
+from .plan import RunPlan, from_search_plan, summary_of_label
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,8 @@ def format_rows(rows: list) -> str:
     head = f"{'plan':<10} {'layout':<32} {'measured':>9} {'est':>8} {'err':>7} {'est k=1':>8} {'err k=1':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        layout = r["plan"] if len(r["plan"]) <= 32 else r["plan"][:31] + "…"
+        text = summary_of_label(r["plan"])
+        layout = text if len(text) <= 32 else text[:31] + "…"
         lines.append(f"{r['name']:<10} {layout:<32} {r['measured_s'] * 1e3:9.2f} {r['est_s'] * 1e3:8.2f} "
                      f"{r['err']:+7.1%} {r['est_no_overlap_s'] * 1e3:8.2f} {r['err_no_overlap']:+8.1%}")
     lines.append(f"median |error|: {median_abs_error(rows):.1%} with the overlap slowdown, "

@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from lib.cli_errors import UserError
+from lib.galvatron.search.plan import check_counts
 
 GALVATRON_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc", "global_bsz", "chunks")
 
@@ -116,7 +117,9 @@ def validated(d, source: str = "plan") -> dict:
         m = model.model_validate(d)
     except ValidationError as e:
         raise UserError(describe_validation_error(e, source, ALLOWED)) from None
-    return m.model_dump(exclude_none=True)
+    v = m.model_dump(exclude_none=True)
+    check_counts(v, source)  # the same check as the search's reader (``plan``): one rule for both tools
+    return v
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,14 @@ class RunPlan:
         return range(start, start + self.pp_division[stage])
 
     def label(self) -> str:
+        """The plan's identity in run logs and results: ``pp1[1-2,2*-1] B=16 m=1`` (one tp-dp code per layer).
+        What a reader sees is :meth:`summary`, in the strategy codes of chapters 5 to 7."""
         body = ",".join(s.label() for s in self.layers)
         return f"pp{self.pp}[{body}] B={self.global_bsz} m={self.chunks}"
+
+    def summary(self) -> str:
+        """The plan as the search prints it (``Plan.summary``): ``B=16, pp=1, chunks=1: 2x 1-1-2, 2x 1-2-1``."""
+        return summary_of_label(self.label())
 
     def to_dict(self) -> dict:
         return {"world_size": self.world_size, "pp": self.pp, "layers": [s.to_dict() for s in self.layers],
@@ -205,10 +214,20 @@ class RunPlan:
         """Raise ``ValueError`` naming the bad value if this plan cannot run on the model and the world."""
         if world_size is not None and world_size != self.world_size:
             raise UserError(f"plan is for world size {self.world_size}, but {world_size} ranks are running")
-        if self.pp < 1 or self.world_size % self.pp:
-            raise UserError(f"pp_deg={self.pp} must divide the world size {self.world_size}")
         if len(self.layers) != n_layer:
             raise UserError(f"plan has {len(self.layers)} layers; the model has {n_layer}")
+        self.check_runnable()
+        for i, s in enumerate(self.layers):
+            if n_head % s.tp:
+                raise UserError(f"layer {i}: tp={s.tp} does not divide the head count {n_head}")
+
+    def check_runnable(self) -> None:
+        """What this runtime needs of any plan, whatever the model: stages that split the ranks and the layers,
+        tp x dp the ranks of a stage, tp a power of two, chunks that divide the batch into micro-batches each a
+        multiple of a stage's ranks. ``validate`` and ``plan --print-torchrun`` both check it."""
+        if self.pp < 1 or self.world_size % self.pp:
+            raise UserError(f"pp_deg={self.pp} must divide the world size {self.world_size}")
+        n_layer = len(self.layers)
         if len(self.pp_division) != self.pp or sum(self.pp_division) != n_layer or min(self.pp_division) < 1:
             raise UserError(f"pp_division={list(self.pp_division)} must be {self.pp} positive counts "
                              f"summing to {n_layer}")
@@ -219,8 +238,6 @@ class RunPlan:
                                  f"(world {self.world_size} / pp {self.pp})")
             if s.tp & (s.tp - 1):
                 raise UserError(f"layer {i}: tp={s.tp} must be a power of two")
-            if n_head % s.tp:
-                raise UserError(f"layer {i}: tp={s.tp} does not divide the head count {n_head}")
         if self.chunks < 1 or self.global_bsz % self.chunks:
             raise UserError(f"chunks={self.chunks} must divide global_bsz={self.global_bsz}")
         if (self.global_bsz // self.chunks) % S:
@@ -272,3 +289,24 @@ def load_plan(d: dict, world_size: int | None = None, source: str = "plan") -> R
     if not isinstance(d, dict):
         raise UserError(f"{source}: a plan must be a JSON object; got {type(d).__name__}")
     return RunPlan.from_dict(d, source) if "layers" in d else from_galvatron_dict(d, world_size, source)
+
+
+_LABEL = re.compile(r"pp(\d+)\[([^\]]*)\] B=(\d+) m=(\d+)")
+
+
+def summary_of_label(label: str) -> str:
+    """A plan's ``RunPlan.label`` (as run logs and results keep it) in the search's notation (``Plan.summary``):
+    each layer's full strategy code ``pp-tp-dp`` (chapter 5), runs of equal layers counted, e.g.
+    ``pp1[1-2,1-2,2-1] B=8 m=1`` -> ``B=8, pp=1, chunks=1: 2x 1-1-2, 1x 1-2-1``. Anything else is returned as
+    it is."""
+    m = _LABEL.fullmatch(label.strip()) if isinstance(label, str) else None
+    if m is None:
+        return label
+    pp, body, bsz, chunks = m.groups()
+    runs: list[list] = []
+    for code in (f"{pp}-{c}" for c in body.split(",") if c):
+        if runs and runs[-1][1] == code:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, code])
+    return f"B={bsz}, pp={pp}, chunks={chunks}: " + ", ".join(f"{n}x {c}" for n, c in runs)

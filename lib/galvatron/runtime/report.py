@@ -14,7 +14,7 @@ from lib.html_table import HTMLTable
 
 from .grid import Layout
 from .evaluate import median_abs_error
-from .plan import LayerStrategy, RunPlan
+from .plan import LayerStrategy, RunPlan, summary_of_label
 from .tp import plan_transition
 
 #: The paper's Slice-Gather example (TP4 -> DP4 needs no communication), its reverse, and a strided case.
@@ -115,7 +115,8 @@ def summarise_checks(ranks: list[dict], plans: list[RunPlan]) -> CheckSummary:
 
 
 def checks_table(s: CheckSummary, label: str) -> HTMLTable:
-    rows = tuple((lab, f"{p:.1e}", f"{l:.1e}") for lab, p, l in zip(s.labels, s.param_err, s.loss_err))
+    rows = tuple((summary_of_label(lab), f"{p:.1e}", f"{l:.1e}")
+                 for lab, p, l in zip(s.labels, s.param_err, s.loss_err))
     return HTMLTable(("plan", "max |parameter − reference|", "max |loss − reference|"), rows, label,
                      nowrap=(0, 1, 2))
 
@@ -145,10 +146,10 @@ def profile_text(out: dict) -> str:
 
 def rows_table(rows: list, caption: str) -> HTMLTable:
     """Estimated against measured, one row per plan (ms per iteration, relative errors)."""
-    body = tuple((r["name"], r["plan"], f"{r['measured_s'] * 1e3:.1f}", f"{r['est_s'] * 1e3:.1f}", f"{r['err']:+.0%}",
+    body = tuple((r["name"], summary_of_label(r["plan"]), f"{r['measured_s'] * 1e3:.1f}", f"{r['est_s'] * 1e3:.1f}", f"{r['err']:+.0%}",
                   f"{r['est_no_overlap_s'] * 1e3:.1f}", f"{r['err_no_overlap']:+.0%}") for r in rows)
     head = ("plan", "layers", "measured (ms)", "estimate (ms)", "error", "κ = 1 (ms)", "error, κ = 1")
-    return HTMLTable(head, body, caption, nowrap=(0, 1, 4, 6), left=(0, 1))
+    return HTMLTable(head, body, caption, nowrap=(0, 4, 6), left=(0, 1))
 
 
 def memory_table(rows: list, caption: str) -> HTMLTable:

@@ -13,10 +13,12 @@ full recompute                            2 s b h  (2 s b h / t with SP): the la
 
 The 24 of ``24/t`` is 8 (attention's split tensors) + 16 (the MLP at 4h); an MLP of width ``f`` counts 4f/h
 instead, 6f/h with a gated (SwiGLU) MLP (as ``analytic.TransformerShape`` does). The ``5 a s^2 b / t`` bytes
-are the attention scores, their softmax and its dropout mask: fused attention (FlashAttention) keeps none of
-them, and selective recompute recomputes them. Context parallelism over ``cp`` ranks splits the sequence:
-every term is for the ``s / cp`` local tokens (scores ``5 a (s/cp) s b / t``). A model trained without
-dropout (Llama) keeps no dropout masks: 8 instead of 10 s b h, 4 instead of 5 a s^2 b.
+are the softmax's output (2 a s^2 b, what its backward needs), the dropout's mask (a s^2 b) and the dropout's
+output (2 a s^2 b, the input of the product with V): fused attention (FlashAttention) keeps none of them, and
+selective recompute recomputes them. Context parallelism over ``cp`` ranks splits the sequence: every term is
+for the ``s / cp`` local tokens (scores ``5 a (s/cp) s b / t``). A model trained without dropout (Llama) keeps
+no dropout masks and no dropout output, since the product with V reads the softmax's output itself: 8 instead
+of 10 s b h, and 2 instead of 5 a s^2 b.
 
 Attention FLOPs per token, forward: 4 s h (QK^T and the weighted sum, 2 FLOPs a multiply-add); a fused
 causal kernel skips the masked half (``causal_skip``). Ring attention (Liu et al. 2023) passes each rank's K and
@@ -48,7 +50,7 @@ def layer_activation_bytes(s: int, b: int, h: int, a: int, ffn: int, t: int = 1,
     whole = 10 if dropout else 8                 # norms' inputs, attention and MLP inputs, two dropout masks
     body = sbh * (whole + split) / t if sp else sbh * (whole + split / t)
     keep_scores = not fused_attention and recompute == "none"
-    scores = (5 if dropout else 4) * a * sl * s * b / t if keep_scores else 0.0
+    scores = (5 if dropout else 2) * a * sl * s * b / t if keep_scores else 0.0  # softmax out (+ mask, out)
     return (body + scores) * scale
 
 

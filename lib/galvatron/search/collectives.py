@@ -11,13 +11,17 @@ rings run side by side), and an all-gather inside the node. With ``hierarchical=
 ``analytic.py``) a group that spans nodes is one flat ring as fast as its slowest hop, the port.
 
 ``oversubscription`` > 1 divides the port bandwidth for groups that span more than ``pod_nodes`` nodes (a
-fabric whose upper tier has less bandwidth than the sum of its ports). Units: bytes, seconds.
+fabric whose upper tier has less bandwidth than the sum of its ports). Under the candidate switch
+``measured_collectives`` (``fabrics.py``) the port's bandwidth is its line rate times the fraction published
+nccl-tests runs achieved at that many nodes, an all-reduce inside one node runs at the node's published
+all-reduce bus bandwidth, and an inter-node all-reduce pays NCCL's tree latency. Units: bytes, seconds.
 
 Used in: ``cost.py`` (``step_estimate``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "send")
@@ -34,6 +38,12 @@ class Network:
     port_latency: float = 10e-6
     oversubscription: float = 1.0
     pod_nodes: int = 0               # 0: no pod level (the whole cluster is one non-blocking fabric)
+    # measured collectives (fabrics.py): the port's achieved fraction by nodes spanned ((nodes, fraction),
+    # ...; empty: port_bw as given), one node's NVLink all-reduce bus bandwidth (0: nvlink_bw) and NCCL's
+    # tree latency for inter-node all-reduces
+    port_fraction_points: tuple = ()
+    nvlink_allreduce_bw: float = 0.0
+    tree_allreduce: bool = False
 
     def __post_init__(self):
         for f in ("gpus_per_node",):
@@ -75,8 +85,13 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     if size <= 1:
         return 0.0
     port = net.port_bw / (net.oversubscription if net.pod_nodes and nodes > net.pod_nodes else 1.0)
+    if net.port_fraction_points:
+        from .fabrics import interpolate
+
+        port *= interpolate(net.port_fraction_points, nodes)
     if nodes == 1:
-        return ring_s(kind, nbytes, size, net.nvlink_bw, net.nvlink_latency)
+        bw = net.nvlink_allreduce_bw if kind == "all-reduce" and net.nvlink_allreduce_bw else net.nvlink_bw
+        return ring_s(kind, nbytes, size, bw, net.nvlink_latency)
     if not hierarchical:
         return ring_s(kind, nbytes, size, port, net.port_latency)
     if kind == "send":
@@ -84,4 +99,8 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     intra_kind = {"all-reduce": ("reduce-scatter", "all-gather"), "reduce-scatter": ("reduce-scatter",),
                   "all-gather": ("all-gather",)}[kind]
     intra = sum(ring_s(x, nbytes, k, net.nvlink_bw, net.nvlink_latency) for x in intra_kind)
-    return intra + ring_s(kind, nbytes / k, nodes, port, net.port_latency)
+    inter = ring_s(kind, nbytes / k, nodes, port, net.port_latency)
+    if net.tree_allreduce and kind == "all-reduce" and nodes > 2:
+        # NCCL's tree: the same bytes, 2 ceil(log2 nodes) hops of latency instead of the ring's 2 (nodes - 1)
+        inter -= (2 * (nodes - 1) - 2 * math.ceil(math.log2(nodes))) * net.port_latency
+    return intra + inter

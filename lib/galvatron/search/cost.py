@@ -26,6 +26,7 @@ import numpy as np
 from . import activations as act
 from . import collectives as col
 from . import schedules as sch
+from . import quantization as qz
 from . import zero as zr
 from .efficiency import efficiency
 from .layout import LayoutError, check_layout, chunk_layers, stage_layers
@@ -249,11 +250,22 @@ def network_of(job, rules: CostRules | None = None):
     g = job.gpu
     # without the hierarchical network, bandwidth only: the layer-wise model's ms per MB has no latency
     lat = rules.hierarchical_network
-    return col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
-                       port_bw=job.port_gb_s * 1e9 * g.link_efficiency,
-                       nvlink_latency=g.nvlink_latency_s if lat else 0.0,
-                       port_latency=g.port_latency_s if lat else 0.0,
-                       oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
+    net = col.Network(gpus_per_node=job.gpus_per_node, nvlink_bw=g.nvlink_bw * g.link_efficiency,
+                      port_bw=job.port_gb_s * 1e9 * g.link_efficiency,
+                      nvlink_latency=g.nvlink_latency_s if lat else 0.0,
+                      port_latency=g.port_latency_s if lat else 0.0,
+                      oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
+    if rules.measured_collectives and rules.hierarchical_network:
+        # the fabric's published achieved bandwidth by nodes spanned, of the line rate (fabrics.py), the
+        # node's published NVLink all-reduce bus bandwidth, NCCL's tree latency for inter-node all-reduces
+        from dataclasses import replace as _replace
+
+        from . import fabrics as fb
+
+        net = _replace(net, port_bw=job.port_gb_s * 1e9,
+                       port_fraction_points=fb.fraction_points(fb.fabric_for(g.name)),
+                       nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
+    return net
 
 
 def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
@@ -346,7 +358,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     uneven = uneven_chunks and any(len(set(c)) > 1 for c in chunks)   # only chunk_layers makes them differ
 
     # compute: one layer, one micro-batch
-    rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency)
+    rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency,
+                                            quantized=rules.wave_quantization)
     tokens = mb * s / cp
     attn_tok = act.attention_flops_per_token(s, h, causal_skip=rules.fused_attention)
     if rules.attention_efficiency:
@@ -358,6 +371,16 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         fwd = tokens * (2.0 * sh._matmul_params() + attn_tok) / tp / rate
         attn_fwd = tokens * attn_tok / tp / rate
     bwd = 2.0 * fwd
+    q_head = (1.0, 1.0)
+    if rules.wave_quantization:
+        # every GEMM at the fitted rate times its tile- and wave-quantization factor (quantization.py); the
+        # backward's GEMMs have other output shapes, so their own factor
+        gemms = qz.layer_gemms(int(tokens), h, sh.kv_hidden, sh.ffn, tp, sh.gated_mlp)
+        q_fwd, q_bwd = qz.gemms_factor(gemms, gpu.sms, gpu.gemm_tile)
+        gemm_fwd = fwd - attn_fwd
+        fwd = gemm_fwd / q_fwd + attn_fwd
+        bwd = 2.0 * gemm_fwd / q_bwd + 2.0 * attn_fwd
+        q_head = qz.gemms_factor([(int(tokens), max(1, sh.vocab // tp), h)], gpu.sms, gpu.gemm_tile)
     recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
     # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
@@ -386,6 +409,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     head_s = 0.0
     if rules.embedding_and_head:
         head_s = 3.0 * tokens * 2.0 * h * sh.vocab / tp / rate    # output head forward + backward
+        if rules.wave_quantization:
+            head_s = head_s / 3.0 / q_head[0] + head_s * 2.0 / 3.0 / q_head[1]
     stage_s = [n * layer_s + (head_s if i == pp - 1 else 0.0) for i, n in enumerate(layers)]
 
     # pipeline: where every stage's chunks are alike, the even formula; else each chunk priced, the head
@@ -430,8 +455,11 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if key in dp_s:
             continue
         if rules.zero_stages:
+            # a stack whose ZeRO-3 collectives run as flat rings (rules.STACK_FIELDS) moves each GPU's
+            # whole buffer through its own port, however many GPUs of a node share the group
+            flat = rules.flat_zero3_collectives and zero == 3
             dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
-                                    layers[i] * (bwd + recomp), m, d, tp, net, hier)
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat)
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

@@ -43,6 +43,9 @@ class GpuSpec:
     knee: float
     fitted_to: tuple = field(default_factory=tuple)
     attention_fraction: float = 0.5   # fused attention kernel's fraction of peak, quoted (not fitted)
+    sms: int = 108                    # streaming multiprocessors (quantization.py), datasheet
+    gemm_tile: tuple = (128, 128)     # output tile of one thread block (quantization.py)
+    quantized: tuple = ()             # (peak_fraction, knee) fitted with wave quantization on; () = none
 
     def __post_init__(self):
         for f in ("usable_mem_bytes", "nvlink_bw", "peak_fraction", "flat_fraction"):
@@ -53,6 +56,11 @@ class GpuSpec:
         if not 0 < self.attention_fraction <= 1:
             raise ValueError(f"GpuSpec.attention_fraction must be in (0, 1]; got {self.attention_fraction!r} "
                              f"({self.name})")
+        if isinstance(self.sms, bool) or not isinstance(self.sms, int) or self.sms < 1:
+            raise ValueError(f"GpuSpec.sms must be an integer >= 1; got {self.sms!r} ({self.name})")
+        if (not isinstance(self.gemm_tile, tuple) or len(self.gemm_tile) != 2
+                or not all(isinstance(t, int) and t >= 1 for t in self.gemm_tile)):
+            raise ValueError(f"GpuSpec.gemm_tile must be two integers >= 1; got {self.gemm_tile!r} ({self.name})")
         if self.knee < 0:
             raise ValueError(f"GpuSpec.knee must be >= 0; got {self.knee!r} ({self.name})")
 
@@ -80,14 +88,24 @@ def load_gpu(name: str, data_dir=None) -> GpuSpec:
                    link_efficiency=float(d["link_efficiency"]), nvlink_latency_s=float(d["nvlink_latency_s"]),
                    port_latency_s=float(d["port_latency_s"]), flat_fraction=float(d["flat_flops_efficiency"]),
                    peak_fraction=float(e["peak_fraction"]), knee=float(e["knee"]),
-                   fitted_to=tuple(e["fitted_to"]), attention_fraction=float(d["attention_fraction"]))
+                   fitted_to=tuple(e["fitted_to"]), attention_fraction=float(d["attention_fraction"]),
+                   sms=int(d["sms"]), gemm_tile=tuple(int(t) for t in d["gemm_tile"]),
+                   quantized=_quantized(d))
 
 
-def efficiency(gpu: GpuSpec, width: float, shaped: bool = True) -> float:
-    """Achieved fraction of peak for a layer of hidden size ``width``."""
+def _quantized(d: dict) -> tuple:
+    q = d.get("efficiency_wave_quantized")
+    return () if q is None else (float(q["peak_fraction"]), float(q["knee"]))
+
+
+def efficiency(gpu: GpuSpec, width: float, shaped: bool = True, quantized: bool = False) -> float:
+    """Achieved fraction of peak for a layer of hidden size ``width``. ``quantized``: the constants fitted
+    with wave quantization on (``efficiency_wave_quantized`` of the GPU's file; the plain ones if it has
+    none), the rate before each GEMM's quantization factor (``quantization.py``)."""
     if not shaped:
         return gpu.flat_fraction
-    return gpu.peak_fraction * width / (width + gpu.knee)
+    p, k = gpu.quantized if quantized and gpu.quantized else (gpu.peak_fraction, gpu.knee)
+    return p * width / (width + k)
 
 
 #: The fit's bounds. A GEMM cannot run at the datasheet's peak: the largest bf16 GEMMs reach roughly 70-80%

@@ -82,6 +82,20 @@ def greedy_division(layer_min_mem_mb, other_mb: float, pp: int) -> tuple:
 MAX_BSZ = 8192
 
 
+def check_gpus(n_gpus, what: str = "n_gpus", max_bsz: int | None = None) -> int:
+    """``n_gpus`` if the search can plan for it: a power of two no larger than the largest global batch it
+    tries (``max_bsz``, default ``MAX_BSZ``; every batch tried is a multiple of the GPU count); a
+    :class:`UserError` naming ``what`` (a flag, a field) otherwise. Every tool that searches checks this."""
+    from lib.cli_errors import UserError
+
+    check_power_of_two(n_gpus, what)
+    hi = MAX_BSZ if max_bsz is None else max_bsz
+    if n_gpus > hi:
+        raise UserError(f"{what}: {n_gpus} GPUs is beyond the searched range: the search tries global batches "
+                        f"that are multiples of the GPU count, up to {hi}; allowed: a power of two in [1, {hi}]")
+    return n_gpus
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """The best plan (or why there is none) and every (batch, pp) candidate evaluated on the way."""
@@ -239,7 +253,10 @@ def search(model: ModelProfile, cluster: ClusterProfile, budget_gb: float, space
     t0 = time.perf_counter()
     rules = _layerwise(get_rules(rules))
     n = cluster.n_gpus
-    check_power_of_two(n)
+    if batch_sizes is None:
+        check_gpus(n, "the cluster's n_gpus", MAX_BSZ if max_bsz is None else max_bsz)
+    else:
+        check_power_of_two(n)
     if not isinstance(model, ModelProfile) or not isinstance(cluster, ClusterProfile):
         raise ValueError("search needs a ModelProfile and a ClusterProfile (see lib.galvatron.search.profiles)")
     if not (isinstance(budget_gb, (int, float)) and 0 < budget_gb < math.inf):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from lib.viz import PALETTE, SEQUENCE, Frame, frames_figure, layout, title_margin
-from .cost import DUMMY_LAYERS, layer_memory_mb, layer_time_terms, overlap_ms, transition_s
+from .cost import DUMMY_LAYERS, layer_memory_mb, layer_time_terms, other_memory_mb, overlap_ms, transition_s
 from .strategies import Strategy, count_formula, generate
 
 KIND_COLOUR = {"pp": PALETTE["accent"], "dp": PALETTE["primary"], "sdp": PALETTE["good"],
@@ -129,8 +129,10 @@ def term_rows(layer, strategies, global_bsz, cluster, chunks_of, extra_overhead_
     ``chunks_of(pp)`` gives the micro-batches, unless ``rules`` has a micro-batch rule other than
     ``galvatron2`` (``vldb2023``): then ``rules.chunks_for`` for ``model`` decides them per strategy.
     ``model_mb`` is the memory of the layers one GPU holds if every layer of ``model`` were this one
-    (layer memory x L/pp: a pipeline stage keeps only its own layers), ``iter_ms`` the iteration's time
-    (L x the layer's), so that memory and time are both whole-model figures per GPU."""
+    (layer memory x L/pp: a pipeline stage keeps only its own layers), ``other_mb`` the memory outside the
+    layers (embeddings, heads, context: ``other_memory_mb``, held by the first stage), ``peak_mb`` their sum,
+    ``iter_ms`` the iteration's time (L x the layer's), so that memory and time are both whole-model figures
+    per GPU."""
     from .rules import get_rules
 
     rules = get_rules(rules)
@@ -156,8 +158,10 @@ def term_rows(layer, strategies, global_bsz, cluster, chunks_of, extra_overhead_
         total = t["total_s"] * 1e3
         assert abs(sum(ideal.values()) + t["p2p_ms"] * scale - total) < 1e-6 * max(total, 1.0)
         mem = layer_memory_mb(layer, s, global_bsz, rules)
+        other = other_memory_mb(model, s, global_bsz) if model is not None else 0.0
         rows.append(dict(strategy=s, total_ms=total, mem_mb=mem, compute_ms=comp, chunks=m,
-                         model_mb=mem * n_layers / s.pp, iter_ms=total * n_layers, **ideal))
+                         model_mb=mem * n_layers / s.pp, other_mb=other,
+                         peak_mb=mem * n_layers / s.pp + other, iter_ms=total * n_layers, **ideal))
     return rows
 
 
@@ -242,22 +246,27 @@ def _label_offsets(xs, ys, texts, width_px: float = 820, height_px: float = 340,
 
 
 def mem_time_figure(rows, title, budget_gb: float | None = None):
-    """One dot per strategy (``term_rows`` rows with ``model`` given): the memory of the layers one GPU
-    holds (GB, whole model: a pipeline stage holds L/pp layers) against the iteration's time (s), so that
-    memory and time are normalised the same way for every strategy. ``budget_gb``: a vertical line."""
+    """One dot per strategy (``term_rows`` rows with ``model`` given): the peak memory of one GPU (GB, whole
+    model: the layers it holds, L/pp of them for a pipeline stage, plus the "other" memory outside the layers)
+    against the iteration's time (s), so that memory and time are normalised the same way for every strategy
+    and a dot right of the ``budget_gb`` line (a vertical line) does not fit. Dots that do not fit are hollow."""
     import plotly.graph_objects as go
 
     pp = [r for r in rows if r["strategy"].pp > 1]
     flat = [r for r in rows if r["strategy"].pp == 1]
     fig = go.Figure()
+    fits = lambda r: budget_gb is None or r["peak_mb"] <= budget_gb * 1024
     for group, name, colour in ((flat, "no pipeline", PALETTE["primary"]),
                                 (pp, "with pipeline (pp > 1)", PALETTE["accent"])):
-        xs = [r["model_mb"] / 1024 for r in group]
+        xs = [r["peak_mb"] / 1024 for r in group]
         ys = [r["iter_ms"] / 1e3 for r in group]
         fig.add_scatter(x=xs, y=ys, mode="markers", text=[r["strategy"].code for r in group], name=name,
-                        marker=dict(size=9, color=colour),
-                        hovertemplate="%{text}: %{x:.2f} GB, %{y:.2f} s<extra></extra>")
-    xs = [r["model_mb"] / 1024 for r in rows]
+                        marker=dict(size=9, color=[colour if fits(r) else "white" for r in group],
+                                    line=dict(color=colour, width=2)),
+                        customdata=[[r["model_mb"] / 1024, r["other_mb"] / 1024] for r in group],
+                        hovertemplate="%{text}: %{x:.2f} GB (layers %{customdata[0]:.2f} + other "
+                                      "%{customdata[1]:.2f}), %{y:.2f} s<extra></extra>")
+    xs = [r["peak_mb"] / 1024 for r in rows]
     ys = [r["iter_ms"] / 1e3 for r in rows]
     codes = [r["strategy"].code for r in rows]
     for x, y, code, (ax, ay) in zip(xs, ys, codes, _label_offsets(xs, ys, codes)):
@@ -266,7 +275,7 @@ def mem_time_figure(rows, title, budget_gb: float | None = None):
     if budget_gb is not None:
         fig.add_vline(x=budget_gb, line=dict(color=PALETTE["bad"], dash="dash"),
                       annotation_text=f"budget {budget_gb:g} GB", annotation_position="top")
-    fig.update_layout(xaxis_title="memory of the layers one GPU holds (GB, whole model)",
+    fig.update_layout(xaxis_title="peak memory per GPU: its layers + other (GB, whole model)",
                       yaxis_title="time per iteration (s, whole model)")
     return layout(fig, title, height=480)
 
@@ -482,6 +491,29 @@ def lines_figure(x, series: dict, xtitle, ytitle, title, log_y=False, feasible: 
     fig.update_layout(xaxis_title=xtitle, yaxis_title=ytitle)
     if log_y:
         fig.update_yaxes(type="log")
+    return layout(fig, title, height=380)
+
+
+def search_effort_figure(x, times: dict, tried: dict, feasible: dict, title: str):
+    """``report.time_searches``: per budget, the full search's time (left) and the (batch, pipeline degree)
+    candidates it tried (right), against the model's depth; searches that found no plan as crosses."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("search time (s, measured)",
+                                                        "candidates tried (batch, pipeline degree)"))
+    marked = False
+    for (name, ts), colour in zip(times.items(), SEQUENCE):
+        bad = [k for k, f in enumerate(feasible[name]) if not f]
+        for col, ys in ((1, ts), (2, tried[name])):
+            fig.add_scatter(x=list(x), y=list(ys), name=name, mode="lines+markers", legendgroup=name,
+                            showlegend=col == 1, line=dict(color=colour), row=1, col=col)
+            if bad:
+                fig.add_scatter(x=[list(x)[k] for k in bad], y=[list(ys)[k] for k in bad], mode="markers",
+                                name="no plan fits (search stops early)", legendgroup="infeasible",
+                                showlegend=not marked, row=1, col=col,
+                                marker=dict(symbol="x", size=13, color=PALETTE["bad"], line=dict(width=1)))
+                marked = True
+    fig.update_xaxes(title_text="layers", type="log", tickvals=list(x), ticktext=[str(v) for v in x])
     return layout(fig, title, height=380)
 
 

@@ -23,6 +23,21 @@ PLAN_FIELDS = ("pp_deg", "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc",
 MAX_GPUS, MAX_GLOBAL_BSZ = 65536, 1 << 20
 
 
+def check_counts(d: dict, source: str = "plan") -> None:
+    """What a plan's counts must agree on, whichever tool reads it (``plan`` through ``Plan.from_dict``, ``run``
+    through ``runtime.plan.validated``): at most ``global_bsz`` micro-batches (``chunks``), each of at least one
+    sample; ``world_size`` and ``n_gpus``, when both are given, the same GPU count. ``d``'s fields are already
+    integers (or absent); a :class:`UserError` naming ``source`` and the field otherwise."""
+    chunks, bsz = d.get("chunks"), d.get("global_bsz")
+    if isinstance(chunks, int) and isinstance(bsz, int) and chunks > bsz:
+        raise UserError(f"{source}: chunks: {chunks} micro-batches of a global_bsz of {bsz} samples; allowed: "
+                        f"chunks in [1, global_bsz] (each micro-batch holds at least one sample)")
+    ws, ng = d.get("world_size"), d.get("n_gpus")
+    if ws is not None and ng is not None and ws != ng:
+        raise UserError(f"{source}: world_size {ws} and n_gpus {ng} disagree; allowed: the same GPU count in "
+                        f"both, or only one of them")
+
+
 def _enc(x) -> str:
     return ",".join(str(int(v)) for v in x)
 
@@ -142,12 +157,18 @@ class Plan:
         missing = [k for k in PLAN_FIELDS if k not in d]
         if missing:
             raise UserError(f"plan is missing field(s) {missing}; required: {list(PLAN_FIELDS)}")
-        ws = d.get("world_size", world_size)
+        ws = d.get("world_size", d.get("n_gpus", world_size))  # as the runtime reads it: n_gpus is the count too
         if ws is None:
-            raise UserError("plan has no 'world_size'; pass world_size=")
+            raise UserError("plan: no world_size (nor n_gpus), the GPU count the plan is for; allowed: a "
+                            "world_size field in the plan (the runtime takes the count from the ranks it runs on)")
         ws = check_int("plan: world_size", ws, 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
+        if "n_gpus" in d:
+            check_int("plan: n_gpus", d["n_gpus"], 1, MAX_GPUS, "GPUs; larger is no cluster the book models")
         if world_size is not None and ws != int(world_size):
             raise UserError(f"plan was made for world_size={ws}; this run has world_size={world_size}")
+        gb = _int(d, "global_bsz", MAX_GLOBAL_BSZ, "samples per iteration")
+        check_counts({"world_size": ws, "n_gpus": d.get("n_gpus"), "global_bsz": gb,
+                      "chunks": _int(d, "chunks", MAX_GLOBAL_BSZ, "micro-batches, at most global_bsz")})
         tp = _dec(d["tp_sizes_enc"], "tp_sizes_enc")
         ck = _dec(d["checkpoint"], "checkpoint") if "checkpoint" in d else ()
         div = _dec(d["pp_division"], "pp_division") if "pp_division" in d else ()

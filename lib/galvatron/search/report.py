@@ -522,20 +522,23 @@ def swin_table(res, swin):
 
 
 def time_searches(model, cluster, n_layers, budgets_gb, rules=None):
-    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured), and
-    whether each search found a plan (a search that finds none stops at its first batch, so it is quick).
-    Returns (times, feasible), both {"<GB> GB": [one per depth]}."""
+    """Wall-clock seconds of the full search for ``model`` stretched to each depth, per budget (measured),
+    whether each search found a plan (a search that finds none stops at its first batch, so it is quick), and
+    how many (batch, pipeline degree) candidates it tried, one DP per stage each (fewer as fewer batches fit).
+    Returns (times, feasible, tried), each {"<GB> GB": [one per depth]}."""
     from .engine import search
 
     times = {f"{gb:g} GB": [] for gb in budgets_gb}
     feasible = {f"{gb:g} GB": [] for gb in budgets_gb}
+    tried = {f"{gb:g} GB": [] for gb in budgets_gb}
     for L in n_layers:
         for gb in budgets_gb:
             t0 = time.perf_counter()
             res = search(model.with_layers(L), cluster, gb, rules=rules)
             times[f"{gb:g} GB"].append(time.perf_counter() - t0)
             feasible[f"{gb:g} GB"].append(bool(res.feasible))
-    return times, feasible
+            tried[f"{gb:g} GB"].append(len(res.candidates))
+    return times, feasible, tried
 
 
 #: Galvatron and the best baseline on 16 GPUs, ViT-Huge-32 at 16 GB, samples/s (quoted, the paper, Table 3).

@@ -57,9 +57,14 @@ stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
 uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
 size as a search dimension (``micro_batch_search``) and the attention kernel's own efficiency
-(``attention_efficiency``). One more field says what a job's software stack does (``STACK_FIELDS``:
-``tp_comm_overlap``, TP messages overlapped with the GEMMs); it is off in every preset and set per run by
-``validate.run_rules`` where the run's source states it. They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+(``attention_efficiency``). Two more fields say what a job's software stack does (``STACK_FIELDS``:
+``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
+as flat rings at the port's speed); they are off in every preset and set per run by ``validate.run_rules``
+from the run's source and its stack (``data/stacks/``). Two candidate mechanisms (``CANDIDATE_FIELDS``: ``wave_quantization``, tile and wave
+quantization of every GEMM, ``quantization.py``; ``measured_collectives``, the fabric's published achieved
+bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in every preset, ``practice``
+included, because on the published runs they do not yet earn their place (``validate --with NAME`` turns
+one on). They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
 memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
@@ -123,6 +128,9 @@ class CostRules:
     attention_efficiency: bool = False
     embedding_and_head: bool = False
     tp_comm_overlap: bool = False
+    flat_zero3_collectives: bool = False
+    wave_quantization: bool = False
+    measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -159,7 +167,7 @@ class CostRules:
         if not isinstance(self.sdp_gather_per_chunk, bool):
             raise ValueError(f"CostRules.sdp_gather_per_chunk must be True or False; "
                              f"got {self.sdp_gather_per_chunk!r}")
-        for f in MECHANISM_FIELDS + STACK_FIELDS:
+        for f in MECHANISM_FIELDS + STACK_FIELDS + CANDIDATE_FIELDS:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"CostRules.{f} must be True or False; got {getattr(self, f)!r}")
         if self.grad_reduce_bytes not in (2, 4) or isinstance(self.grad_reduce_bytes, bool):
@@ -273,7 +281,18 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: default of the stacks: Megatron-Core's ``--tp-comm-overlap`` is off unless given), set per run from its
 #: source by ``validate.run_rules``. ``tp_comm_overlap``: with sequence parallelism, the TP all-gathers and
 #: reduce-scatters pipelined with the GEMMs around them (only what outlasts them stays exposed).
-STACK_FIELDS = ("tp_comm_overlap",)
+#: ``flat_zero3_collectives``: ZeRO-3's parameter all-gathers and gradient reduce-scatters over a group that
+#: spans nodes run as one flat ring at each GPU's port speed, not hierarchically (``data/stacks/``: the
+#: DeepSpeed ZeRO-3 of SC'21's Table 2).
+STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives")
+#: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
+#: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
+#: ``wave_quantization``: every GEMM of a layer at the GPU's fitted efficiency times its tile- and
+#: wave-quantization factor (``quantization.py``: tiles of the GPU's ``gemm_tile`` in waves of its ``sms``).
+#: ``measured_collectives``: the hierarchical network's collectives at the bus bandwidth and latency that
+#: published collective benchmarks measured for the fabric, as functions of ranks and nodes
+#: (``data/hardware/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
+CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",

@@ -15,8 +15,10 @@ stage  bytes per parameter      collectives per step (on the ``d`` ranks)
 ====== ======================== ==========================================================
 
 With ``p = 2, g = 2, o = 12`` (the ZeRO paper's mixed precision) ZeRO-2 is 2 + 14/d bytes per parameter.
-A reduce-scatter followed by an all-gather moves what one all-reduce does, so ZeRO-1 costs plain data
-parallelism's traffic. Used in: ``cost.py`` (``step_estimate``).
+A reduce-scatter followed by an all-gather of the same buffer moves what one all-reduce does, so with
+``p = g`` ZeRO-1 costs plain data parallelism's traffic. With fp32 gradients (``g = 4``, as Megatron-LM
+reduces them for bf16) and bf16 weights (``p = 2``) it moves g + p = 6 bytes per parameter (before the ring's
+(d - 1)/d), against the 2g = 8 of plain DP's all-reduce. Used in: ``cost.py`` (``step_estimate``).
 """
 
 from __future__ import annotations

@@ -166,7 +166,9 @@ def test_the_fsdp2_probe_runs_without_a_deprecation_warning():
 def test_format_rows_fits_the_column_and_marks_cut_layouts():
     from lib.galvatron.runtime.evaluate import format_rows
 
-    long = [dict(r, plan="pp1[" + ",".join(["1-2f"] * 8) + "] B=16 m=1") for r in ROWS]
+    long = [dict(r, plan="pp1[" + ",".join(["1-2f", "2-1"] * 4) + "] B=16 m=1") for r in ROWS]
     text = format_rows(ROWS + long)
+    assert "B=16, pp=1, chunks=1: 1x 1-1-2f, 1x 1-2-1" not in text  # 50 characters: cut to fit
+    assert "B=16, pp=1, chunks=1: 1x 1-1-2f" in text  # the search's notation, as chapter 8 prints it
     assert all(len(line) <= 88 for line in text.splitlines())
     assert "…" in text and text.splitlines()[-1].startswith("median |error|: ")

@@ -113,6 +113,18 @@ def test_korthikanti_table_2_by_hand():
     assert act.layer_activation_bytes(**kw, sp=True, fused_attention=True, cp=2) == pytest.approx(sbh() * 17 / T)
 
 
+def test_kept_scores_without_dropout_are_the_softmax_output_alone_by_hand():
+    # Korthikanti et al.: softmax output 2 a s^2 b + dropout mask a s^2 b + dropout output 2 a s^2 b = 5 a s^2 b.
+    # Without dropout the product with V reads the softmax output itself: 2 a s^2 b, not 4.
+    kw = dict(s=S, b=B, h=HID, a=A, ffn=4 * HID, t=T, sp=True)
+    scores = lambda **k: act.layer_activation_bytes(**kw, **k) - act.layer_activation_bytes(
+        **kw, fused_attention=True, **k)
+    assert scores() == pytest.approx(5 * A * S * S * B / T)
+    assert scores(dropout=False) == pytest.approx(2 * A * S * S * B / T)
+    # at s = 2048, a = 96, b = 1, t = 8: 2 x 96 x 2048^2 / 8 = 100,663,296 bytes per layer per GPU
+    assert scores(dropout=False) == pytest.approx(100_663_296)
+
+
 def test_analytic_profile_uses_the_same_formula():
     sh = SHAPES["gpt2-xl"]
     for t in (1, 2, 4):
@@ -558,3 +570,20 @@ def test_mixed_precision_off_gathers_zero1_parameters_in_four_bytes():
         fwd_window = GPT.n_layers * e["fwd_s"]
         bwd_window = GPT.n_layers * (e["bwd_s"] + e["recompute_s"])
         assert e["dp_s"] == pytest.approx(ring(P * 4) - bwd_window + ring(P * gather_bytes) - fwd_window)
+
+
+def test_zero1_moves_six_bytes_per_parameter_against_dps_eight_by_hand():
+    # bf16 weights (p = 2), fp32 gradients (g = 4, Megatron-LM's rule for bf16): plain DP all-reduces the
+    # gradients, 2 x 4 = 8 bytes per parameter through the ring; ZeRO-1 reduce-scatters them (4) and
+    # all-gathers the weights (2): 6. On 8 ranks at 1 byte/s, x (8 - 1)/8: 7 s against 5.25 s per parameter.
+    from lib.galvatron.search import collectives as co
+    from lib.galvatron.search import zero
+
+    def seconds(stage):
+        return sum(co.ring_s(kind, nbytes, 8, 1.0) for kind, nbytes, _ in zero.collectives(stage, 1, 2, 4)["per_step"])
+
+    assert seconds(0) == pytest.approx(7.0) and seconds(1) == pytest.approx(5.25)
+    assert seconds(1) / seconds(0) == pytest.approx(6 / 8)
+    # with p = g (the ZeRO paper's 2 and 2) the two cost the same
+    same = [sum(co.ring_s(k, b, 8, 1.0) for k, b, _ in zero.collectives(s, 1, 2, 2)["per_step"]) for s in (0, 1)]
+    assert same[0] == pytest.approx(same[1])

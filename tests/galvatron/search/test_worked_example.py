@@ -93,11 +93,14 @@ def test_transition_heatmap_blanks_pairs_of_different_pipeline_degrees():
 
 
 def test_search_time_curve_marks_the_searches_that_found_no_plan():
-    times, fits = report.time_searches(BERT, C8, [8, 64], [8], "vldb2023")
-    assert fits["8 GB"] == [True, False]        # 64 layers of BERT do not fit 8 GB at any batch
-    fig = figures.lines_figure([8, 64], times, "layers", "s", "t", feasible=fits)
-    crosses = [t for t in fig.data if t.marker.symbol == "x"]
-    assert len(crosses) == 1 and list(crosses[0].x) == [64]
+    times, fits, tried = report.time_searches(BERT, C8, [8, 32, 64], [8], "vldb2023")
+    assert fits["8 GB"] == [True, True, False]  # 64 layers of BERT do not fit 8 GB at any batch
+    # a deeper model fits fewer batch sizes: the search tries fewer candidates (one DP each)
+    assert tried["8 GB"][0] > tried["8 GB"][1] >= tried["8 GB"][2] >= 1
+    for fig in (figures.lines_figure([8, 32, 64], times, "layers", "s", "t", feasible=fits),
+                figures.search_effort_figure([8, 32, 64], times, tried, fits, "t")):
+        crosses = [t for t in fig.data if t.marker.symbol == "x"]
+        assert len(crosses) >= 1 and all(list(c.x) == [64] for c in crosses)
 
 
 def test_dp_table_figure_draws_the_backtracking_path_in_the_last_frame():
@@ -119,8 +122,27 @@ def test_scatter_labels_are_placed_apart():
     fig = figures.mem_time_figure(rows, "t", 8)
     notes = [a for a in fig.layout.annotations if a.text in {r["strategy"].code for r in rows}]
     assert sorted(a.text for a in notes) == sorted(r["strategy"].code for r in rows)
-    xs, ys = [r["model_mb"] / 1024 for r in rows], [r["iter_ms"] / 1e3 for r in rows]
+    xs, ys = [r["peak_mb"] / 1024 for r in rows], [r["iter_ms"] / 1e3 for r in rows]
     offs = figures._label_offsets(xs, ys, [r["strategy"].code for r in rows])
     # two points closer than a label's height get labels in different places
     near = [(i, j) for i in range(len(xs)) for j in range(i) if abs(xs[i] - xs[j]) < 0.05 and abs(ys[i] - ys[j]) < 0.05]
     assert near and all(offs[i] != offs[j] for i, j in near)
+
+
+def test_memory_time_figure_draws_the_budget_against_layers_plus_other_memory():
+    # chapter 6: a layout whose layers fit 8 GB but whose layers + "other" do not must not look as if it fits
+    from lib.galvatron.search.cost import default_chunks, other_memory_mb
+
+    rows = figures.term_rows(BERT.layer_types[0], generate(8), 16, C8, lambda pp: default_chunks(16, pp, 8),
+                             BERT.extra_overhead_ms, "vldb2023", BERT)
+    for r in rows:
+        assert r["other_mb"] == other_memory_mb(BERT, r["strategy"], 16) > 0
+        assert r["peak_mb"] == r["model_mb"] + r["other_mb"]
+    hidden = [r for r in rows if r["model_mb"] <= 8 * 1024 < r["peak_mb"]]
+    assert hidden, "the worked example has layouts that fit only without the other memory"
+    fig = figures.mem_time_figure(rows, "t", 8)
+    dots = {code: (x, colour) for t in fig.data if t.mode == "markers"
+            for code, x, colour in zip(t.text, t.x, t.marker.color)}
+    for r in hidden:
+        x, colour = dots[r["strategy"].code]
+        assert x == r["peak_mb"] / 1024 > 8 and colour == "white"

@@ -1,0 +1,161 @@
+"""How chapter 9 judges the planner's picks: its ranking on published sweeps, a lead as a range under the
+model's held-out error, and one published run (Llama 3 405B) set beside the planner's pick.
+
+- :func:`sweep_report`: ``validate``'s report (no search) of the sweep files of ``data/published_runs/``,
+  each sweep labelled fitted or held out: a sweep is *fitted* where any of its runs chose or fitted a
+  constant (a stack field's ``chosen_on`` in ``data/stacks/``, a GPU's ``fitted_to``), else held out.
+- :func:`lead_range`: a pick's estimated lead over another layout, and its range when each estimate may be
+  off by the model's held-out error in either direction, independently (two layouts of one model on one
+  cluster are missed by different amounts: BLOOM's sweeps differ by up to 50 points).
+- :func:`meta_run`: a published run priced under ``practice`` with its unstated fields filled
+  (``fills.py``), its peak memory against the GPU's usable capacity, its published and estimated MFU.
+
+Every throughput here is estimated (``search/cost.py``), every measured figure quoted from its run's source.
+Used in: book/galvatron/05_from_paper_to_practice, lib/galvatron/exercises_practice.py,
+tests/galvatron/test_practice_picks.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .published import load_runs, to_job, to_shape
+from .ranking import sweep_of
+from .search.cost import model_flops_per_token
+from .search.efficiency import GPU_DIR
+from .search.report import Table
+from .validate import estimate_run, validate_runs
+
+RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "published_runs"
+STACKS_DIR = Path(__file__).resolve().parents[2] / "data" / "stacks"
+#: The files of published sweeps, with the source each quotes.
+SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
+               "bloom_topology.json": "BLOOM-176B tuning notes"}
+GIB = 2**30
+
+
+def chosen_on() -> dict:
+    """{run name: what it chose or fitted}: stack fields' ``chosen_on`` and GPUs' ``fitted_to``."""
+    out = {}
+    for p in sorted(STACKS_DIR.glob("*.json")):
+        stack = json.loads(p.read_text())
+        for field, v in stack.get("fields", {}).items():
+            for name in v.get("chosen_on", []) if isinstance(v, dict) else []:
+                out[name] = f"chose {stack.get('name', p.stem)}'s {field}"
+    for p in sorted(Path(GPU_DIR).glob("*.json")):
+        for name in json.loads(p.read_text())["efficiency"]["fitted_to"]:
+            out[name] = f"fitted {p.stem}'s efficiency"
+    return out
+
+
+def sweep_report(files=tuple(SWEEP_FILES)) -> dict:
+    """{"rows": validate's rows of every file, "sweeps": [validate's per-sweep dict + "file", "source",
+    "status" ("fitted" or "held out"), "why"], "by_file": {file: (median rank correlation, median top-1
+    regret)}}."""
+    rows, out, by_file = [], [], {}
+    used = chosen_on()
+    for f in files:
+        runs = load_runs(str(RUNS_DIR / f)).runs
+        rep = validate_runs([(f, r) for r in runs], search=False, progress=False)
+        rows += rep["rows"] if "rows" in rep else rep["runs"]
+        by_file[f] = (rep["median_spearman"], rep["median_top1_regret"])
+        for s in rep["sweeps"]:
+            members = [r.name for r in runs if sweep_of(r.name) == s["sweep"]]
+            why = sorted({used[n] for n in members if n in used})
+            out.append({**s, "file": f, "source": SWEEP_FILES.get(f, f),
+                        "status": "fitted" if why else "held out", "why": "; ".join(why)})
+    return {"rows": rows, "sweeps": out, "by_file": by_file}
+
+
+def sweep_rows(report: dict, sweep: str) -> list:
+    """The report rows of one sweep."""
+    return [r for r in report["rows"] if sweep_of(r["name"]) == sweep]
+
+
+def sweep_table(report: dict) -> Table:
+    rows = []
+    for s in report["sweeps"]:
+        rho = "-" if s["spearman"] is None else f"{s['spearman']:+.2f}"
+        rows.append([s["sweep"], s["source"], s["status"], f"{s['runs']}", rho, f"{s['top1_regret']:.1%}",
+                     s["favourite"].split("#", 1)[1], s["best"].split("#", 1)[1]])
+    return Table(["sweep", "source", "status", "layouts", "rank corr.", "top-1 regret", "favourite",
+                  "fastest measured"], rows,
+                 caption="estimates under practice (published layouts, unstated fields filled); "
+                         "measurements quoted")
+
+
+def lead_range(est_pick: float, est_other: float, err: float) -> tuple:
+    """(lead, low, high): the estimated lead ``est_pick / est_other - 1`` and its range when each estimate
+    may be off by ``err`` (a fraction) either way, independently."""
+    if not 0 <= err < 1:
+        raise ValueError(f"err must be a fraction in [0, 1); got {err!r}")
+    ratio = est_pick / est_other
+    return ratio - 1, ratio * (1 - err) / (1 + err) - 1, ratio * (1 + err) / (1 - err) - 1
+
+
+def mfu(run, tokens_per_s_per_gpu: float) -> float:
+    """Model FLOPs utilisation of ``run`` at a throughput (``cost.model_flops_per_token`` against the GPU's
+    dense 16-bit peak)."""
+    job = to_job(run)
+    return tokens_per_s_per_gpu * model_flops_per_token(to_shape(run)) / job.gpu.flops(job.dtype)
+
+
+def meta_run(run) -> dict:
+    """``run``'s published layout under ``practice``: {"estimate" (estimate_run's dict), "filled" (field:
+    value searched), "peak_gib", "usable_gib", "headroom_gib", "mfu_published", "mfu_estimated",
+    "quoted"}."""
+    est = estimate_run(run, "practice")
+    usable = to_job(run).gpu.usable_mem_bytes
+    quoted = run.measured.tokens_per_s_per_gpu
+    return {"estimate": est, "filled": dict(est["searched"]), "peak_gib": est["peak_bytes"] / GIB,
+            "usable_gib": usable / GIB, "headroom_gib": (usable - est["peak_bytes"]) / GIB,
+            "mfu_published": mfu(run, quoted), "mfu_estimated": mfu(run, est["tokens_per_s_per_gpu"]),
+            "quoted": quoted}
+
+
+def meta_table(run, meta: dict, pick: dict, best: dict, err: float) -> Table:
+    """Meta's layout and the planner's pick side by side: throughput, MFU, peak memory, the pick's lead."""
+    e, p = meta["estimate"], pick["est_pick"]
+    lead, lo, hi = lead_range(p["tokens_per_s_per_gpu"], e["tokens_per_s_per_gpu"], err)
+    usable = meta["usable_gib"]
+    rows = [["layout", e["config"].label(), pick["pick"].label()],
+            ["tokens/s/GPU, quoted", f"{meta['quoted']:,.1f}", "-"],
+            ["tokens/s/GPU, estimated", f"{e['tokens_per_s_per_gpu']:,.1f}",
+             f"{p['tokens_per_s_per_gpu']:,.1f}"],
+            ["MFU, quoted", f"{meta['mfu_published']:.1%}", "-"],
+            ["MFU, estimated", f"{meta['mfu_estimated']:.1%}", f"{mfu(run, p['tokens_per_s_per_gpu']):.1%}"],
+            [f"peak GiB (usable {usable:.1f})", f"{meta['peak_gib']:.1f}", f"{p['peak_bytes'] / GIB:.1f}"],
+            ["lead over Meta's layout (estimated)", "-",
+             f"{lead:+.0%} (range {lo:+.0%} to {hi:+.0%})"]]
+    return Table(["", "Meta's layout (filled)", "planner's pick"], rows,
+                 caption=f"estimated under practice; range: each estimate off by {err:.0%} either way; "
+                         f"best published MFU on this GPU: {best['mfu']:.1%} ({best['run']})")
+
+
+def held_out_error(path=None) -> float:
+    """The model's held-out error: the median |error| of ``data/published_runs/heldout.json`` (runs from
+    sources no constant was fitted to) under ``practice``, their fields filled by search."""
+    runs = load_runs(str(path or RUNS_DIR / "heldout.json")).runs
+    return float(np.median([abs(estimate_run(r, "practice")["error"]) for r in runs]))
+
+
+def errors_without_rule(path, field: str) -> dict:
+    """{run name: error} of the runs of ``path`` whose stack sets ``field`` (a ``CostRules`` flag chosen on
+    them), priced as ``validate`` prices them but with ``field`` off: what the rule was chosen to fix."""
+    from dataclasses import replace
+
+    from .search.cost import step_estimate
+    from .validate import run_rules
+
+    out = {}
+    for run in load_runs(str(path)).runs:
+        rules = run_rules(run, "practice")
+        if not getattr(rules, field):
+            continue
+        cfg = estimate_run(run, "practice")["config"]
+        est = step_estimate(to_job(run), cfg, replace(rules, **{field: False}))
+        out[run.name] = est["tokens_per_s_per_gpu"] / run.measured.tokens_per_s_per_gpu - 1
+    return out

@@ -1,0 +1,77 @@
+"""Collectives at scale as data: the achieved bus bandwidth of GPU fabrics from published nccl-tests runs
+(``data/hardware/fabrics.json``, every point with its source).
+
+``port_fraction(fabric, nodes)``: a NIC's achieved all-reduce bus bandwidth over its line rate when a
+collective spans ``nodes`` nodes, piecewise linear in log2(nodes) between the published points and flat
+beyond them (at one node the fabric is not used: 1); two-node figures of NCCL's tree algorithm exceed the
+line rate and are capped at 1. ``nvlink_allreduce_bw(gpu)``: the bus bandwidth of an all-reduce over one
+8-GPU node (bytes/s). ``fabric_for(gpu)``: the fabric a run on that GPU type is priced on (the runs schema
+has no fabric field; the file says why each default).
+
+Used by ``cost.network_of`` under ``rules.measured_collectives`` (a candidate: off in every preset), which
+also prices an inter-node all-reduce's latency as NCCL's tree does (2 ceil(log2 nodes) hops, not the ring's
+2 (nodes - 1)); ``collectives.group_s`` reads the fields this sets on its ``Network``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+FABRICS = Path(__file__).resolve().parents[3] / "data" / "hardware" / "fabrics.json"
+
+
+@lru_cache(maxsize=4)
+def _load(path: str = str(FABRICS)) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def fabric_names() -> list[str]:
+    return sorted(_load()["fabrics"])
+
+
+def fraction_points(fabric: str) -> tuple:
+    """((nodes, fraction of line rate), ...) of ``fabric``, sorted by nodes, each fraction capped at 1."""
+    fabs = _load()["fabrics"]
+    if fabric not in fabs:
+        raise ValueError(f"unknown fabric {fabric!r}; known: {fabric_names()}")
+    f = fabs[fabric]
+    line = float(f["line_rate_gb_s_per_nic"])
+    return tuple(sorted((int(p["nodes"]), min(1.0, float(p["busbw_gb_s_per_nic"]) / line)) for p in f["points"]))
+
+
+def interpolate(points: tuple, nodes: int) -> float:
+    """The fraction at ``nodes`` from ``points`` (see the module docstring): 1 at one node."""
+    if nodes <= 1 or not points:
+        return 1.0
+    if nodes <= points[0][0]:
+        return points[0][1]
+    if nodes >= points[-1][0]:
+        return points[-1][1]
+    for (n0, f0), (n1, f1) in zip(points, points[1:]):
+        if n0 <= nodes <= n1:
+            t = (math.log2(nodes) - math.log2(n0)) / (math.log2(n1) - math.log2(n0))
+            return f0 + t * (f1 - f0)
+    raise AssertionError("unreachable")
+
+
+def port_fraction(fabric: str, nodes: int) -> float:
+    return interpolate(fraction_points(fabric), nodes)
+
+
+def nvlink_allreduce_bw(gpu: str) -> float:
+    """Bytes/s: the published all-reduce bus bandwidth of one 8-GPU node of ``gpu``."""
+    nv = _load()["nvlink"]
+    if gpu not in nv:
+        raise ValueError(f"no published NVLink all-reduce figure for gpu {gpu!r}; known: {sorted(nv)}")
+    return float(nv[gpu]["allreduce_busbw_gb_s"]) * 1e9
+
+
+def fabric_for(gpu: str) -> str:
+    d = _load()["default_fabric"]
+    if gpu not in d:
+        raise ValueError(f"no default fabric for gpu {gpu!r}; known: {sorted(k for k in d if k != 'source')}")
+    return d[gpu]

@@ -1,0 +1,53 @@
+"""Software stacks as data: what the stack that trained a run does, in ``data/stacks/<name>.json``, one file per
+stack, each value with its source (or the runs it was chosen on). A stack sets the cost rules' stack fields
+(``search/rules.STACK_FIELDS``); a run's ``stack`` names one, and null means ``DEFAULT_STACK``, Megatron-LM.
+
+File form: ``{"name", "description", "fields": {FIELD: {"value", "source", "chosen_on"?}}}``.
+
+Used in: ``validate.run_rules``, ``published.load_runs`` (the names a run may give), ``plan.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from .search.rules import STACK_FIELDS, CostRules
+
+STACK_DIR = Path(__file__).resolve().parents[2] / "data" / "stacks"
+DEFAULT_STACK = "megatron-lm"
+
+
+def stack_names(root=None) -> list[str]:
+    """The stacks of ``data/stacks/`` (file names without ``.json``), sorted."""
+    return sorted(p.stem for p in Path(root or STACK_DIR).glob("*.json"))
+
+
+@lru_cache(maxsize=None)
+def load_stack(name: str | None = None) -> dict:
+    """``data/stacks/<name>.json`` (``None``: the default stack) checked: every field one of
+    ``STACK_FIELDS`` with a boolean ``value`` and a ``source``. ValueError naming the stack and field."""
+    name = name or DEFAULT_STACK
+    path = STACK_DIR / f"{name}.json"
+    if not path.is_file():
+        raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(stack_names())}")
+    with open(path) as f:
+        d = json.load(f)
+    fields = d.get("fields")
+    if not isinstance(fields, dict):
+        raise ValueError(f"stack {name!r}: field fields: must be an object")
+    for k, v in fields.items():
+        if k not in STACK_FIELDS:
+            raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: {STACK_FIELDS}")
+        if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
+            raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
+    return d
+
+
+def stack_rules(rules: CostRules, name: str | None = None) -> CostRules:
+    """``rules`` with the stack fields ``name`` sets (the default stack's where ``name`` is None)."""
+    values = {k: v["value"] for k, v in load_stack(name)["fields"].items()}
+    changes = {k: v for k, v in values.items() if getattr(rules, k) != v}
+    return replace(rules, **changes) if changes else rules

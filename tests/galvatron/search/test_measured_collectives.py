@@ -1,0 +1,76 @@
+"""Collectives at scale as data (data/hardware/fabrics.json, lib/galvatron/search/fabrics.py) and their use by
+the hierarchical network (collectives.group_s) under rules.measured_collectives (a candidate: off in every
+preset), against hand calculations."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from lib.galvatron.search import collectives as col
+from lib.galvatron.search import fabrics as fb
+from lib.galvatron.search.analytic import TransformerShape
+from lib.galvatron.search.cost import network_of, step_estimate
+from lib.galvatron.search.efficiency import load_gpu
+from lib.galvatron.search.layout import Job, ParallelConfig
+from lib.galvatron.search.rules import ALL_PRESETS, PRACTICE
+
+MC = PRACTICE.with_(name="practice+mc", measured_collectives=True)
+
+
+def test_every_point_quotes_its_source():
+    d = fb._load()
+    for name, f in d["fabrics"].items():
+        assert f["points"] and all(p["source"] and p["nodes"] >= 2 for p in f["points"]), name
+    assert all(v["source"] for v in d["nvlink"].values())
+    assert set(fb.fabric_names()) >= {"ib-hdr-200", "ib-ndr-400", "roce-100", "efa-400"}
+
+
+def test_fractions_by_hand():
+    # EFA on p4dn: 57.17 / 4 NICs above the 12.5 GB/s line rate at 2 nodes (tree): capped; 31.77 / 4 / 12.5
+    pts = fb.fraction_points("efa-400")
+    assert pts[0] == (2, 1.0) and pts[1] == (3, pytest.approx(7.94 / 12.5))
+    assert fb.port_fraction("efa-400", 64) == pytest.approx(7.40 / 12.5)       # flat beyond the last point
+    assert fb.port_fraction("efa-400", 1) == 1.0
+    # NDR between 2 (47 / 50) and 4 nodes (45.73 / 50): linear in log2(nodes)
+    f2, f4 = 47 / 50, 45.73 / 50
+    assert fb.port_fraction("ib-ndr-400", 3) == pytest.approx(f2 + (math.log2(3) - 1) * (f4 - f2))
+    assert fb.nvlink_allreduce_bw("a100-sxm-80gb") == 230.77e9
+    with pytest.raises(ValueError, match="unknown fabric"):
+        fb.fraction_points("token-ring")
+
+
+def test_group_s_with_measured_fabric_by_hand():
+    pts = ((2, 0.5), (8, 0.25))
+    net = col.Network(gpus_per_node=8, nvlink_bw=200e9, port_bw=40e9, nvlink_latency=0.0, port_latency=1e-5,
+                      port_fraction_points=pts, nvlink_allreduce_bw=400e9, tree_allreduce=True)
+    S = 8e9
+    # one node: an all-reduce at the published NVLink all-reduce figure, other kinds at nvlink_bw
+    assert col.group_s("all-reduce", S, 8, 1, net) == pytest.approx(2 * 7 / 8 * S / 400e9)
+    assert col.group_s("all-gather", S, 8, 1, net) == pytest.approx(7 / 8 * S / 200e9)
+    # 16 ranks on 2 nodes: RS + AG inside, the all-reduce of S / 8 across at 40 GB/s x 0.5, ring latency
+    hand = 2 * 7 / 8 * S / 200e9 + 2 * 0.5 * (S / 8) / 20e9 + 2 * 1 * 1e-5
+    assert col.group_s("all-reduce", S, 16, 1, net) == pytest.approx(hand)
+    # 8 ranks one per node (stride 8): the port at 0.25, and the tree's 2 x 3 hops instead of the ring's 2 x 7
+    hand = 2 * 7 / 8 * S / 10e9 + 2 * 3 * 1e-5
+    assert col.group_s("all-reduce", S, 8, 8, net) == pytest.approx(hand)
+    # a reduce-scatter keeps the ring's latency (NCCL has no tree for it)
+    assert col.group_s("reduce-scatter", S, 8, 8, net) == pytest.approx(7 / 8 * S / 10e9 + 7 * 1e-5)
+
+
+def test_switch_off_in_presets_and_on_changes_the_network():
+    assert not any(r.measured_collectives for r in ALL_PRESETS.values())
+    gpu = load_gpu("h100-sxm-80gb")
+    sh = TransformerShape("gpt-13b", 8, 5120, 40, 2048, vocab=51200)
+    job = Job(shape=sh, gpu=gpu, n_gpus=64, gpus_per_node=8, port_gb_s=50.0, global_batch=64)
+    off, on = network_of(job, PRACTICE), network_of(job, MC)
+    assert off.port_fraction_points == () and off.port_bw == pytest.approx(50e9 * gpu.link_efficiency)
+    assert on.port_bw == 50e9 and on.port_fraction_points == fb.fraction_points("ib-ndr-400")
+    assert on.nvlink_allreduce_bw == 479.41e9 and on.tree_allreduce
+    # without the hierarchical network the switch does nothing
+    assert network_of(job, MC.with_(hierarchical_network=False)) == network_of(
+        job, PRACTICE.with_(hierarchical_network=False))
+    cfg = ParallelConfig(tp=1, dp=64, micro_batch=1)
+    a, b = step_estimate(job, cfg, PRACTICE), step_estimate(job, cfg, MC)
+    assert a["fwd_s"] == b["fwd_s"] and a["dp_s"] != b["dp_s"]
+    assert replace(PRACTICE, measured_collectives=False) == PRACTICE

@@ -1,0 +1,122 @@
+"""Ranking as a check (lib/galvatron/ranking.py): Spearman's rank correlation and the top-1 regret of a sweep,
+on hand-built sweeps whose answers are known, and ``validate``'s grouping of runs named ``sweep#layout``."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lib.cli_errors import run_cli
+from lib.galvatron.ranking import ranks, spearman, sweep_of, sweeps, top1_regret
+from lib.galvatron.validate import main
+
+ROOT = Path(__file__).resolve().parents[2]
+T2 = ROOT / "data" / "published_runs" / "sc21_table2.json"
+
+
+def _row(name, published, estimate, fits=True):
+    return {"name": name, "published": published, "estimate": estimate, "fits": fits}
+
+
+def test_ranks_average_ties():
+    assert ranks([10, 30, 20]).tolist() == [1, 3, 2]
+    assert ranks([5, 5, 1]).tolist() == [2.5, 2.5, 1]
+
+
+def test_spearman_by_hand():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # one swapped pair of four: 1 - 6 * (1 + 1) / (4 * 15) = 0.8
+    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert spearman([1, 2, 3], [7, 7, 7]) is None
+    with pytest.raises(ValueError, match="same length"):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_top1_regret_by_hand():
+    # the model prefers the second layout, which ran at 80 of the best 100: 20% slower
+    assert top1_regret([100, 80, 50], [1.0, 2.0, 0.5]) == (pytest.approx(0.2), 1)
+    assert top1_regret([100, 80], [2.0, 1.0])[0] == 0.0
+    # a layout the model says does not fit is not a pick; if none fits, the fastest estimate anyway
+    assert top1_regret([100, 80, 50], [1.0, 2.0, 3.0], [True, False, False]) == (0.0, 0)
+    assert top1_regret([100, 50], [1.0, 2.0], [False, False]) == (pytest.approx(0.5), 1)
+
+
+def test_sweeps_group_by_name_and_take_medians():
+    rows = [_row("a#1", 100, 10), _row("a#2", 50, 20), _row("a#3", 25, 5),     # favourite a#2: 50% slower
+            _row("b#x", 10, 1), _row("b#y", 20, 2),                            # perfect
+            _row("lone#1", 1, 1), _row("not-a-sweep", 5, 5)]
+    rep = sweeps(rows)
+    by = {s["sweep"]: s for s in rep["sweeps"]}
+    assert set(by) == {"a", "b"} and by["a"]["runs"] == 3
+    assert by["a"]["top1_regret"] == pytest.approx(0.5) and by["a"]["favourite"] == "a#2"
+    assert by["a"]["best"] == "a#1" and by["a"]["spearman"] == pytest.approx(0.5)
+    assert by["b"]["spearman"] == pytest.approx(1.0) and by["b"]["top1_regret"] == 0.0
+    assert rep["median_spearman"] == pytest.approx(0.75) and rep["median_top1_regret"] == pytest.approx(0.25)
+    assert sweeps([_row("x", 1, 1)]) == {"sweeps": [], "median_spearman": None, "median_top1_regret": None}
+    assert sweep_of("sc21-t2-175b-384gpu#zero3") == "sc21-t2-175b-384gpu" and sweep_of("plain") is None
+
+
+def test_validate_reports_the_sc21_table2_sweeps(capsys):
+    code = run_cli(main, ["--runs", str(T2), "--json", "--no-search"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 0
+    names = {s["sweep"] for s in rep["sweeps"]}
+    # 175B at 384, 768, 1,536 and 530B at 1,120, 2,240 GPUs: ZeRO-3 beside PTD parallelism; 530B's 640- and
+    # 560-GPU rows have no partner at their GPU count
+    assert names == {"sc21-t2-175b-384gpu", "sc21-t2-175b-768gpu", "sc21-t2-175b-1536gpu",
+                     "sc21-t2-530b-1120gpu", "sc21-t2-530b-2240gpu"}
+    assert all(s["runs"] == 2 for s in rep["sweeps"])
+    assert rep["median_spearman"] is not None and 0 <= rep["median_top1_regret"] <= 1
+    code = run_cli(main, ["--runs", str(T2), "--no-search"])
+    out = capsys.readouterr().out
+    assert "top-1 regret" in out and "median over 5 sweeps" in out
+
+
+BLOOM = ROOT / "data" / "published_runs" / "bloom_topology.json"
+
+
+def test_bloom_tuning_logs_transcribe_their_iteration_times():
+    """BLOOM's tuning notes (chronicles-prequel.md): tokens/s/GPU = GBS x 2048 / (Sec/it x GPUs), each row's
+    Sec/it quoted; six sweeps of one model on one allocation each."""
+    import re
+
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.ranking import sweep_of
+
+    rs = load_runs(str(BLOOM)).runs
+    assert len(rs) == 22 and {r.stack for r in rs} == {"deepspeed"}
+    for r in rs:
+        sec = float(re.search(r"GBS=\d+: ([\d.]+) Sec/it", r.quote).group(1))
+        tok = r.global_batch * 2048 / (sec * r.cluster.gpus)
+        assert r.measured.tokens_per_s_per_gpu == pytest.approx(tok, abs=0.006), r.name
+        assert r.config.tp * r.config.pp * r.config.dp == r.cluster.gpus
+    by = {r.name: r for r in rs}
+    assert by["bloom-prequel-181b-48n#dp8-pp6-mbs4"].quote.count("121.48") == 1
+    sweeps_ = {sweep_of(r.name) for r in rs}
+    assert len(sweeps_) == 6
+    # the fastest measured layout of the 48-node 181B sweep is DP 8, PP 6, micro-batch 4, as the notes conclude
+    s181 = [r for r in rs if sweep_of(r.name) == "bloom-prequel-181b-48n"]
+    assert max(s181, key=lambda r: r.measured.tokens_per_s_per_gpu).name.endswith("dp8-pp6-mbs4")
+
+
+TITAN = ROOT / "data" / "published_runs" / "torchtitan_sweeps.json"
+
+
+def test_torchtitan_sweeps_quote_their_rows_and_rank():
+    """torchtitan's Llama 2 table (docs/performance.md): each run's WPS is the number its quoted row gives, two
+    sweeps of two layouts, both ranked right under practice (held out: nothing chosen on them)."""
+    import re
+
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.validate import validate_runs
+
+    rs = load_runs(str(TITAN)).runs
+    assert len(rs) == 4 and {r.stack for r in rs} == {"fsdp"}
+    for r in rs:
+        wps = float(re.search(r"\| (\d+) \| [\d.]+%'$", r.quote).group(1))
+        assert r.measured.tokens_per_s_per_gpu == wps, r.name
+        assert r.global_batch == r.config.micro_batch * r.cluster.gpus and r.config.zero == 3
+    rep = validate_runs([(str(TITAN), r) for r in rs], search=False, progress=False)
+    assert [s["spearman"] for s in rep["sweeps"]] == [1.0, 1.0]
+    assert rep["max_abs_error"] < 0.25
