@@ -58,8 +58,8 @@ def sharded_head_to_head(run_path: str, spec, rounds_select: int = 4, rounds_con
                          steps_per_round: int = 10, seed: int = 0, out_path: str | None = None):
     """The head-to-head of a run's picks against the sharded-AdamW baseline (model on one GPU, every GPU
     choosable), the human two-GPU split and the fixed baselines, on ``spec``; logged and read back."""
-    from lib.placement.evaluate import head_to_head, seed_sides
-    from lib.placement.experiment import make_env, read_evaluation
+    from lib.placement.evaluate import head_to_head, rank_devices, seed_sides
+    from lib.placement.experiment import independent_noise, make_env, read_evaluation
     from lib.placement.reinforce import RunResult, check_signature, model_signature
     from lib.placement.sim_sharded import ShardedOptimizerEnv
 
@@ -68,13 +68,15 @@ def sharded_head_to_head(run_path: str, spec, rounds_select: int = 4, rounds_con
                          "TorchPlacementEnv(optimizer='sharded')")
     run = RunResult.from_log(run_path)
     base = make_env(spec)
+    independent_noise(base, spec, seed, run_path + ".sharded")
     check_signature(run.header, model_signature(base.graph, run.header["model"]["groups"], base.n_devices),
                     run_path)
     env = ShardedOptimizerEnv(base)
-    sides, fixed = seed_sides(run, base.graph, base.n_devices)
+    rng = np.random.default_rng(seed)
+    order = rank_devices(base, rounds_select, steps_per_round, rng)  # the GPUs themselves, unsharded
+    sides, fixed = seed_sides(run, base.graph, base.n_devices, gpu_order=order)
     sides["sharded_adamw"] = [(f"GPU {g} + sharded AdamW", p) for g, (_, p) in enumerate(sides.pop("single_gpu"))]
-    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
-                       rng=np.random.default_rng(seed))
+    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round, rng=rng)
     stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
     out_path = out_path or stem + ".sharded.eval.jsonl"
     header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
@@ -155,32 +157,46 @@ def t_interval(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), float(t * v.std(ddof=1) / math.sqrt(v.size))
 
 
-def efficiency(groups: Mapping[str, Sequence], tol: float = 0.02) -> tuple[float, dict]:
+def efficiency(groups: Mapping[str, Sequence], tol: float = 0.005) -> tuple[float, dict]:
     """The reference (the best step time any run found) and, per method, its runs' samples-to-``tol``
-    (a run that never gets there counts as its whole budget, a lower bound) and best times."""
+    (``None`` for a run that never gets there: it is shown as "> budget", never averaged as its budget),
+    how many runs got there, their best times and the budget."""
     ref = min(r.top[0][1] for runs in groups.values() for r in runs)
     out = {}
     for label, runs in groups.items():
         hits = [samples_to_within(r, ref, tol) for r in runs]
         budget = [sum(len(rec["step_s"]) for rec in r.records) for r in runs]
-        out[label] = {"samples": [h if h is not None else b for h, b in zip(hits, budget)],
-                      "reached": sum(h is not None for h in hits), "best_s": [r.top[0][1] for r in runs],
-                      "budget": max(budget)}
+        out[label] = {"samples": hits, "reached": sum(h is not None for h in hits),
+                      "best_s": [r.top[0][1] for r in runs], "budget": max(budget)}
     return ref, out
 
 
-def efficiency_table(groups: Mapping[str, Sequence], tol: float = 0.02, source: str = "") -> HTMLTable:
+def samples_text(samples: Sequence[int | None], budget: int) -> str:
+    """Each run's placements-to-within, in order; a run that never got there is "> budget"."""
+    return ", ".join(f"> {budget}" if h is None else str(h) for h in samples)
+
+
+def efficiency_table(groups: Mapping[str, Sequence], tol: float = 0.005, source: str = "",
+                     single_s: float | None = None) -> HTMLTable:
+    """Per method: how many runs reached the band, each run's placements to get there, their mean ± 95% t
+    interval only when every run got there, and the best found. ``single_s``: the single GPU's step, so that
+    the caption can say how much of the possible gain the band leaves."""
     ref, eff = efficiency(groups, tol)
     rows = []
     for label, e in eff.items():
-        m, h = t_interval(e["samples"])
+        done = [h for h in e["samples"] if h is not None]
+        m, h = t_interval(done)
+        mean = f"{m:.0f} ± {h:.0f}" if len(done) == len(e["samples"]) and len(done) > 1 else "-"
         bm, bh = t_interval([b * 1e3 for b in e["best_s"]])
-        rows.append((label, len(e["samples"]), f"{e['reached']} of {len(e['samples'])}",
-                     f"{m:.0f} ± {h:.0f}", f"{bm:.1f} ± {bh:.1f}", e["budget"]))
-    cap = (f"placements evaluated until the best found is within {tol:.0%} of {ref * 1e3:.1f} ms (the best any "
-           f"run found); mean ± 95% t interval over seeds; a run that never gets there counts its budget; {source}")
-    return HTMLTable(("method", "seeds", "reached", "placements to within", "best found (ms)", "budget"),
-                     tuple(rows), caption=cap, nowrap=(3, 4))
+        rows.append((label, f"{e['reached']} of {len(e['samples'])}", samples_text(e["samples"], e["budget"]),
+                     mean, f"{bm:.1f} ± {bh:.1f}", e["budget"]))
+    share = "" if single_s is None else (f" (the band is {tol * ref / (single_s - ref):.0%} of the "
+                                         f"{(single_s - ref) * 1e3:.1f} ms by which that beats one GPU)")
+    cap = (f"placements evaluated until the best found is within {tol:.1%} of {ref * 1e3:.1f} ms, the best any "
+           f"run found{share}; '> budget': never within it; mean ± 95% t interval over seeds only when every "
+           f"run got there; {source}")
+    return HTMLTable(("method", "reached", "placements to within, per seed", "mean", "best found (ms)",
+                      "budget"), tuple(rows), caption=cap, nowrap=(3, 4))
 
 
 def best_so_far_figure(groups: Mapping[str, Sequence], title: str):
@@ -205,36 +221,55 @@ def best_so_far_figure(groups: Mapping[str, Sequence], title: str):
 def machine_transfer(run_path: str, spec, machine_seeds: Sequence[int], rounds_select: int = 4,
                      rounds_confirm: int = 8, steps_per_round: int = 10) -> list[dict]:
     """The run's picks against every single GPU on each machine (simulated machine seeds, noise on): the RL pick's
-    gain over the best single GPU there. The first seed is the training machine's."""
-    from lib.placement.experiment import evaluate_run
+    gain over the best single GPU there, measured and without noise. Every side chooses its GPUs on each machine
+    (the RL pick among the relabellings of its placement); ``as_trained_q_ms`` is the same pick's noiseless gain
+    with the GPUs it was trained on. The first seed is the training machine's."""
+    from lib.placement.experiment import evaluate_run, make_env
+    from lib.placement.reinforce import RunResult
+    from lib.placement.relabel import base_label
 
     stem = run_path[:-len(".jsonl")]
+    trained = dict(RunResult.from_log(run_path).candidates())
     rows = []
     for s in machine_seeds:
-        h2h, _ = evaluate_run(run_path, replace(spec, noise=True, env_seed=int(s)), rounds_select, rounds_confirm,
-                              steps_per_round, seed=int(s), phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
+        where = replace(spec, noise=True, env_seed=int(s))
+        h2h, _ = evaluate_run(run_path, where, rounds_select, rounds_confirm, steps_per_round, seed=int(s),
+                              phase_steps=1, out_path=f"{stem}.machine{s}.eval.jsonl")
         rl, one = h2h.entry("rl"), h2h.entry("single_gpu")
         se_ms = math.hypot(rl.sem_s, one.sem_s) * 1e3  # the standard error of the gain (independent rounds)
         gain_ms = (one.mean_s - rl.mean_s) * 1e3
+        q = lambda e: math.nan if e.noiseless_s is None else e.noiseless_s * 1e3
+        env = make_env(where)
+        singles = [t for d in range(env.n_devices) if (t := env.noiseless_s((d,) * env.n_nodes)) is not None]
+        best_gpu_q = min(singles) * 1e3 if singles else math.nan
+        as_trained = env.noiseless_s(trained[base_label(rl.label)])
         rows.append({"machine": int(s), "rl_ms": rl.mean_s * 1e3, "rl_label": rl.label, "gpu_ms": one.mean_s * 1e3,
                      "gpu_label": one.label, "gain_ms": gain_ms, "gain_se_ms": se_ms,
                      "gain_z": gain_ms / se_ms if se_ms > 0 else math.copysign(math.inf, gain_ms),
-                     "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se})
+                     "gain_pct": (one.mean_s - rl.mean_s) / one.mean_s * 100, "se": h2h.gap_se,
+                     "rl_q_ms": q(rl), "gpu_q_ms": best_gpu_q, "gain_q_ms": best_gpu_q - q(rl),
+                     "as_trained_q_ms": best_gpu_q - (math.nan if as_trained is None else as_trained * 1e3)})
     return rows
 
 
 def transfer_table(rows: Sequence[dict], home: int, source: str) -> HTMLTable:
     out = tuple((f"{r['machine']}" + (" (trained here)" if r["machine"] == home else ""), r["rl_label"],
-                 f"{r['rl_ms']:.1f}", r["gpu_label"], f"{r['gpu_ms']:.1f}",
-                 f"{r['gain_ms']:+.1f} ± {r['gain_se_ms']:.1f}", f"{r['gain_z']:+.1f}") for r in rows)
+                 f"{r['rl_ms']:.1f} ({r['rl_q_ms']:.1f})", r["gpu_label"], f"{r['gpu_ms']:.1f} ({r['gpu_q_ms']:.1f})",
+                 f"{r['gain_ms']:+.1f} ± {r['gain_se_ms']:.1f}", f"{r['gain_q_ms']:+.1f}",
+                 f"{r['as_trained_q_ms']:+.1f}") for r in rows)
     return HTMLTable(("machine seed", "RL pick", "RL (ms)", "best single GPU", "GPU (ms)", "gain ± SE (ms)",
-                      "gain (SE)"), out, caption=f"head-to-head on each machine; {source}", nowrap=(2, 4, 5, 6))
+                      "gain without noise (ms)", "gain without noise, GPUs as trained (ms)"), out,
+                     caption=f"head-to-head on each machine, confirmation means (in brackets: without noise; the "
+                             f"GPU column's noiseless time is the machine's fastest GPU); {source}",
+                     nowrap=(2, 4, 5, 6, 7))
 
 
 def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> dict:
     """The gain on the training machine and the mean gain elsewhere, each with its standard error; their
-    difference in standard errors; and the machine-specific share of the home gain, only when the home gain is
-    itself clear (at least ``min_se`` standard errors; otherwise a share of noise means nothing: NaN)."""
+    difference in standard errors; the machine-specific share of the home gain, only when the home gain is
+    itself clear (at least ``min_se`` standard errors; otherwise a share of noise means nothing: NaN); and the
+    same without noise (``home_q_ms``, ``away_q_ms``, ``specific_q_share``), also with the GPUs as trained
+    (``*_trained_q_ms``, ``specific_trained_q_share``), when the rows have them."""
     h = next(r for r in rows if r["machine"] == home)
     away = [r for r in rows if r["machine"] != home]
     mean_away = float(np.mean([r["gain_ms"] for r in away])) if away else math.nan
@@ -242,24 +277,33 @@ def transfer_summary(rows: Sequence[dict], home: int, min_se: float = 2.0) -> di
     diff_se = math.hypot(h["gain_se_ms"], away_se)
     home_clear = h["gain_ms"] >= min_se * h["gain_se_ms"]
     share = (h["gain_ms"] - mean_away) / h["gain_ms"] if home_clear else math.nan
-    return {"home_ms": h["gain_ms"], "home_se_ms": h["gain_se_ms"], "away_ms": mean_away, "away_se_ms": away_se,
-            "diff_z": (h["gain_ms"] - mean_away) / diff_se if diff_se > 0 else math.nan,
-            "home_clear": bool(home_clear), "specific_share": share}
+    out = {"home_ms": h["gain_ms"], "home_se_ms": h["gain_se_ms"], "away_ms": mean_away, "away_se_ms": away_se,
+           "diff_z": (h["gain_ms"] - mean_away) / diff_se if diff_se > 0 else math.nan,
+           "home_clear": bool(home_clear), "specific_share": share}
+    for key, name in (("gain_q_ms", "q"), ("as_trained_q_ms", "trained_q")):
+        if key in h:
+            home_q = h[key]
+            away_q = float(np.mean([r[key] for r in away])) if away else math.nan
+            out[f"home_{name}_ms"], out[f"away_{name}_ms"] = home_q, away_q
+            out[f"specific_{name}_share"] = (home_q - away_q) / home_q if home_q > 0 else math.nan
+    return out
 
 
 def verdict_table(h2hs: Mapping[str, object], rl_side: str = "rl") -> HTMLTable:
-    """One row per head-to-head (keyed by what it is, e.g. a profile): the RL pick, the best other entry, the gap
-    in standard errors and the verdict's first words."""
+    """One row per head-to-head (keyed by what it is, e.g. a profile): the RL pick, the best other entry, each
+    with its noiseless time on the same machine where known, the gap in standard errors and the verdict's
+    first words."""
+    q = lambda e: "" if e.noiseless_s is None else f" ({e.noiseless_s * 1e3:.1f})"
     rows = []
     for key, h in h2hs.items():
         rl, other = h.entry(rl_side), h.best_other
         v = {"win": "RL wins", "loss": "RL loses", "tie": "no clear winner"}[h.outcome()]
-        rows.append((key, f"{rl.mean_s * 1e3:.1f} ± {rl.sem_s * 1e3:.1f}", other.label,
-                     f"{other.mean_s * 1e3:.1f} ± {other.sem_s * 1e3:.1f}", f"{h.gap_se:+.1f}", v))
+        rows.append((key, f"{rl.mean_s * 1e3:.1f} ± {rl.sem_s * 1e3:.1f}{q(rl)}", other.label,
+                     f"{other.mean_s * 1e3:.1f} ± {other.sem_s * 1e3:.1f}{q(other)}", f"{h.gap_se:+.1f}", v))
     return HTMLTable(("machine", "RL pick ± SE (ms)", "best other", "other ± SE (ms)", "gap (SE)",
                       "verdict (2-SE rule)"), tuple(rows),
-                     caption="head-to-head, confirmation means; simulated, noise on, a machine seed other than "
-                             "the training one", nowrap=(1, 3, 4))
+                     caption="head-to-head, confirmation means (in brackets: without noise on the same machine); "
+                             "simulated, noise on, a machine seed other than the training one", nowrap=(1, 3, 4))
 
 
 def clip_fractions(runs: Sequence) -> tuple[float, float]:

@@ -4,11 +4,14 @@ Selection: ``rounds_select`` rounds (the write-up: 4); in each, every candidate 
 freshly shuffled order, for ``steps_per_round`` timed steps (the write-up: 10). Each side's pick is its candidate
 with the lowest mean over the selection rounds: the RL side chooses from the run's top 5 and its final
 favourite, the single-GPU side from the 4 GPUs, the human side from its two-GPU splits over three GPU pairs.
+With ``seed_sides(..., gpu_order=rank_devices(...))`` every side, the RL side included, also chooses its GPUs
+there, by one rule: its busiest GPU on the machine's fastest (``lib.placement.relabel.by_speed``).
 Confirmation: ``rounds_confirm`` fresh rounds (the write-up: 8), shuffled, time only the picks and the fixed
-baselines. Only confirmation timings are reported (selection timings are never re-used: the best of several
-noisy timings is flattered by luck). Each entry gets mean ± standard deviation over rounds and the standard
-error of the mean; the gap between the RL pick and the best other entry is given in standard errors of the
-difference, (mean_other - mean_rl) / sqrt(se_rl² + se_other²). Used in: Part I, chapter 3.
+baselines; in the simulator each confirmed entry also carries its noiseless time on the same machine. Only
+confirmation timings are reported (selection timings are never re-used: the best of several noisy timings is
+flattered by luck). Each entry gets mean ± standard deviation over rounds and the standard error of the mean;
+the gap between the RL pick and the best other entry is given in standard errors of the difference,
+(mean_other - mean_rl) / sqrt(se_rl² + se_other²). Used in: Part I, chapters 3 and 4.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class Entry:
     role: str
     confirm_s: tuple[float, ...]
     oom: bool
+    noiseless_s: float | None = None  # the same machine without timing noise (simulator only; None: unknown)
 
     @property
     def mean_s(self) -> float:
@@ -76,7 +80,8 @@ class Entry:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Entry":
-        return cls(d["side"], d["label"], tuple(d["placement"]), d["role"], tuple(d["confirm_s"]), bool(d["oom"]))
+        return cls(d["side"], d["label"], tuple(d["placement"]), d["role"], tuple(d["confirm_s"]), bool(d["oom"]),
+                   d.get("noiseless_s"))
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,25 @@ class HeadToHead:
     def best_other(self) -> Entry:
         others = [e for e in self.entries if not (e.role == "pick" and e.side == self.rl_side)]
         return min(others, key=lambda e: e.mean_s)
+
+    @property
+    def noiseless_gap_s(self) -> float | None:
+        """The gap of :attr:`gap_s` without timing noise, on the same machine (None when not known)."""
+        rl, other = self.entry(self.rl_side), self.best_other
+        if rl.noiseless_s is None or other.noiseless_s is None:
+            return None
+        return other.noiseless_s - rl.noiseless_s
+
+    @property
+    def noiseless_margin_s(self) -> float | None:
+        """Without noise, how much faster the RL pick is than the fastest other entry (seconds; negative =
+        slower; None when not known). Out-of-memory entries are left out."""
+        rl = self.entry(self.rl_side)
+        others = [e.noiseless_s for e in self.entries if not (e.role == "pick" and e.side == self.rl_side)
+                  and not e.oom]
+        if rl.noiseless_s is None or not others or any(t is None for t in others):
+            return None
+        return min(others) - rl.noiseless_s
 
     @property
     def gap_s(self) -> float:
@@ -183,17 +207,19 @@ class HeadToHead:
         for e in sorted(self.entries, key=lambda e: e.mean_s):
             rows.append({"side": e.side, "placement": e.label, "role": e.role, "mean_ms": e.mean_s * 1e3,
                          "std_ms": e.std_s * 1e3, "sem_ms": e.sem_s * 1e3, "oom": e.oom,
+                         "noiseless_ms": None if e.noiseless_s is None else e.noiseless_s * 1e3,
                          "devices": "".join(str(d) for d in e.placement)})
         return rows
 
     def _repr_html_(self) -> str:
         head = ("<tr><th>side</th><th>pick</th><th>step time (ms), mean ± std</th><th>std. error (ms)</th>"
-                "<th>devices per node</th></tr>")
+                "<th>noiseless (ms)</th><th>devices per node</th></tr>")
         body = []
         for r in self.rows():
             t = "out of memory" if r["oom"] else f"{r['mean_ms']:.1f} ± {r['std_ms']:.1f}"
+            q = "-" if r["noiseless_ms"] is None else f"{r['noiseless_ms']:.1f}"
             body.append(f"<tr><td>{html.escape(r['side'])}</td><td>{html.escape(r['placement'])}</td><td>{t}</td>"
-                        f"<td>{r['sem_ms']:.2f}</td><td><code>{r['devices']}</code></td></tr>")
+                        f"<td>{r['sem_ms']:.2f}</td><td>{q}</td><td><code>{r['devices']}</code></td></tr>")
         cap = (f"{self.rounds_confirm} confirmation rounds × {self.steps_per_round} timed steps, after "
                f"{self.rounds_select} selection rounds; {html.escape(self.source)}. RL pick vs best other: "
                f"{self.gap_s * 1e3:+.1f} ms = {self.gap_se:+.1f} standard errors (positive: RL faster).")
@@ -260,7 +286,9 @@ def head_to_head(
             conf[i].append(t)
             conf_oom[i] = conf_oom[i] or oom
     bar.close()
-    entries = tuple(Entry(s, lbl, p, role, tuple(ts), o) for (s, lbl, p, role), ts, o in zip(todo, conf, conf_oom))
+    quiet = getattr(env, "noiseless_s", None)
+    entries = tuple(Entry(s, lbl, p, role, tuple(ts), o, quiet(p) if quiet is not None and not o else None)
+                    for (s, lbl, p, role), ts, o in zip(todo, conf, conf_oom))
     return HeadToHead(entries, selection, rounds_select, rounds_confirm, steps_per_round, env.describe(), rl_side)
 
 
@@ -314,16 +342,39 @@ def phase_timing(env: PlacementEnv, placements: Labelled, n_steps: int = 12) -> 
 
 # --- the write-up's sides, from the hand-made placements of lib.placement.baselines ---
 
-def seed_sides(run, graph, n_devices: int) -> tuple[dict, list]:
-    """The write-up's sides and fixed baselines for a run: ``({"rl", "single_gpu", "human_2gpu"}, fixed)``.
+def rank_devices(env: PlacementEnv, rounds: int, steps_per_round: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """The machine's GPUs, fastest first: each GPU holding the whole model, timed in ``rounds`` shuffled rounds
+    of ``steps_per_round`` steps (the write-up's single-GPU side, timed apart: these timings are used for
+    nothing else). A GPU on which the model does not fit ranks by its out-of-memory charge, last."""
+    n, t = env.n_devices, [[] for _ in range(env.n_devices)]
+    for _ in range(rounds):
+        for d in rng.permutation(n):
+            t[d].append(time_round(env, (int(d),) * env.n_nodes, steps_per_round)[0])
+    return tuple(sorted(range(n), key=lambda d: (float(np.mean(t[d])), d)))
+
+
+def seed_sides(run, graph, n_devices: int, gpu_order: Sequence[int] | None = None) -> tuple[dict, list]:
+    """The head-to-head's sides and fixed baselines for a run: ``({"rl", "single_gpu", "human_2gpu"}, fixed)``.
 
     rl: the run's top 5 and final favourite; single_gpu: every device; human_2gpu: the two-GPU split on the
     write-up's three GPU pairs; fixed: the four-way layer split and the pipelines of ``lib.placement.baselines``.
+    ``gpu_order`` (the judged machine's GPUs, fastest first, from :func:`rank_devices`): every placement but the
+    single GPUs is relabelled so that its busiest GPU is the fastest (``lib.placement.relabel.by_speed``), so
+    every side chooses its GPUs on the machine where it is judged. None: the write-up's protocol, in which the
+    RL candidates keep the GPUs they were trained on.
     """
     from lib.placement import baselines as bl
+    from lib.placement import relabel as rl
 
     sides = {"rl": run.candidates(), "single_gpu": bl.single_devices(graph, n_devices)}
     human = bl.human_two_gpu(graph, n_devices)
     if human:
         sides["human_2gpu"] = human
-    return sides, bl.fixed_baselines(graph, n_devices)
+    fixed = bl.fixed_baselines(graph, n_devices)
+    if gpu_order is None:
+        return sides, fixed
+    sides["rl"] = rl.by_speed(sides["rl"], gpu_order, graph)
+    if human:  # the split names its own GPUs: "human 2-GPU split on <embedding's>,<head's>"
+        sides["human_2gpu"] = [(f"human 2-GPU split on {p[0]},{p[-1]}", p)
+                               for _, p in rl.by_speed(human, gpu_order, graph)]
+    return sides, rl.by_speed(fixed, gpu_order, graph)

@@ -188,13 +188,26 @@ def train_run(spec: EnvSpec, cfg, colocate: bool = True, out_dir: str = DEFAULT_
         return RunResult.from_log(path)  # what the chapters show is what the log on disk says
 
 
+def independent_noise(env, spec: EnvSpec, seed: int, run_path: str) -> None:
+    """Give a simulated machine's timing noise its own stream for this evaluation of this run: the machine (its
+    GPUs' speed factors, drawn from ``spec.env_seed`` when it was built) stays the same, but two runs judged on
+    one machine no longer share their noise draws, which made their tables repeat the same spreads."""
+    import zlib
+
+    if spec.device == "sim" and hasattr(env, "rng"):
+        env.rng = np.random.default_rng([spec.env_seed, seed, zlib.crc32(os.path.basename(run_path).encode())])
+
+
 def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int = 4, rounds_confirm: int = 8,
                  steps_per_round: int = 10, seed: int = 0, phase_steps: int = 12, out_path: str | None = None,
-                 progress: bool = False):
+                 progress: bool = False, relabel: bool = True):
     """The head-to-head of a run's picks on ``spec`` (default: the run's own environment with noise on and
     another machine seed); writes ``<run>.eval.jsonl`` and returns ``(HeadToHead, PhaseTiming)`` read back from
-    it."""
-    from lib.placement.evaluate import head_to_head, phase_timing, seed_sides
+    it. ``relabel``: every side chooses its GPUs on that machine, its busiest GPU on the fastest, the GPUs
+    ranked by timing them first (``evaluate.rank_devices``, ``seed_sides``); False: the write-up's protocol,
+    in which the RL candidates keep the GPUs they were trained on (the log is then
+    ``<run>.as-labelled.eval.jsonl``)."""
+    from lib.placement.evaluate import head_to_head, phase_timing, rank_devices, seed_sides
     from lib.placement.reinforce import RunResult, check_signature, model_signature
 
     run = RunResult.from_log(run_path)
@@ -202,11 +215,14 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
     if spec is None:
         spec = replace(header_spec(run_path, run.header), noise=True, env_seed=seed + 1)
     env = make_env(spec)
+    independent_noise(env, spec, seed, run_path)
     groups = run.header["model"]["groups"]
     check_signature(run.header, model_signature(env.graph, groups, env.n_devices), run_path)
-    sides, fixed = seed_sides(run, env.graph, env.n_devices)
-    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round,
-                       rng=np.random.default_rng(seed), progress=progress)
+    rng = np.random.default_rng(seed)
+    order = rank_devices(env, rounds_select, steps_per_round, rng) if relabel else None
+    sides, fixed = seed_sides(run, env.graph, env.n_devices, gpu_order=order)
+    h2h = head_to_head(env, sides, fixed, rounds_select, rounds_confirm, steps_per_round, rng=rng,
+                       progress=progress)
     check_some_placement_fits(h2h, spec, run_path)
     best_gpu = h2h.entry("single_gpu")
     pair = [("winner: " + h2h.winner.label, h2h.winner.placement)]
@@ -214,9 +230,10 @@ def evaluate_run(run_path: str, spec: EnvSpec | None = None, rounds_select: int 
         pair.append(("best single GPU: " + best_gpu.label, best_gpu.placement))
     phases = phase_timing(env, pair, phase_steps) if not h2h.winner.oom else None
     stem = run_path[:-len(".jsonl")] if run_path.endswith(".jsonl") else run_path
-    out_path = out_path or stem + ".eval.jsonl"
+    out_path = out_path or stem + (".eval.jsonl" if relabel else ".as-labelled.eval.jsonl")
     header = runlog.make_header({"rounds_select": rounds_select, "rounds_confirm": rounds_confirm,
                                  "steps_per_round": steps_per_round, "phase_steps": phase_steps,
+                                 "relabel": relabel, "gpu_order": None if order is None else list(order),
                                  "run": os.path.basename(run_path)},
                                 {**spec.to_dict(), "describe": env.describe()}, seed, run_kind="evaluate",
                                 model=run.header["model"])

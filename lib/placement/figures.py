@@ -13,6 +13,12 @@ import numpy as np
 from lib.placement.env import OOM_PENALTY_S, PHASES
 from lib.viz import PALETTE, SEQUENCE, layout
 
+#: Colours of a step's phases and copies (timelines and phase bars) and of the GPUs (placement strips): two
+#: disjoint sets, so that no colour means a phase in one figure and a GPU in another on the same page.
+PHASE_COLOURS = {"forward": PALETTE["primary"], "backward": PALETTE["secondary"], "copy": PALETTE["bad"],
+                 "optimizer": PALETTE["good"]}
+DEVICE_COLOURS = ("#7A5BB5", "#B8860B", "#1B9AAA", "#5A5F68", "#D67FB0", "#8C564B", "#17BECF", "#BCBD22")
+
 
 def curve(result, metric: str = "mean_step_s") -> tuple[np.ndarray, np.ndarray]:
     """(update index, values) of a per-update metric; step times in milliseconds."""
@@ -151,7 +157,7 @@ def phase_figure(pt, title: str | None = None, height: int = 320):
     fig = go.Figure()
     for j, ph in enumerate(PHASES):
         fig.add_trace(go.Bar(y=list(pt.labels), x=[p[ph] * 1e3 for p in pt.phase_s], orientation="h", name=ph,
-                             marker_color=SEQUENCE[j]))
+                             marker_color=PHASE_COLOURS.get(ph, SEQUENCE[j])))
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="milliseconds")
     return layout(fig, title, height)
@@ -167,7 +173,7 @@ def placement_strip(placements: Mapping[str, tuple], names=None, n_devices: int 
     # categorical: each device one flat band of the scale (no gradient between devices), labelled GPU d
     scale = []
     for i in range(n_devices):
-        c = SEQUENCE[i % len(SEQUENCE)]
+        c = DEVICE_COLOURS[i % len(DEVICE_COLOURS)]
         scale += [[i / n_devices, c], [(i + 1) / n_devices, c]]
     hover = None
     if names is not None:
@@ -236,10 +242,8 @@ def timeline_figure(events, title: str | None = None, height: int = 320):
     """One step's timeline: forward, backward, copies and optimizer per lane (ms)."""
     import plotly.graph_objects as go
 
-    colour = {"forward": PALETTE["primary"], "backward": PALETTE["secondary"], "copy": PALETTE["bad"],
-              "optimizer": PALETTE["good"]}
     fig = go.Figure()
-    for kind, c in colour.items():
+    for kind, c in PHASE_COLOURS.items():
         ev = [e for e in events if e.kind == kind]
         fig.add_bar(y=[e.lane for e in ev], x=[(e.end_s - e.start_s) * 1e3 for e in ev],
                     base=[e.start_s * 1e3 for e in ev], orientation="h", name=kind, marker_color=c,
@@ -325,7 +329,7 @@ def same_as_previous_figure(x, share, n_devices: int, title: str | None = None, 
 
 def one_node_moves_figure(moves, names, pair: tuple[int, int], pair_label: str, title: str | None = None,
                           height: int = 420):
-    """Each node's best one-node move from the collapsed placement (ms; clipped, the clipped ones labelled),
+    """Each node's best one-node move from ``moves``' starting placement (ms; clipped, the clipped ones labelled),
     and the two nodes of ``pair`` moved together."""
     import plotly.graph_objects as go
 
@@ -379,8 +383,10 @@ def collapse_groups_figure(study: dict, title: str | None = None, height: int = 
     """The collapse over co-location groups (``lib.placement.collapse_groups``), drawn like the 40-node study:
     one row per experiment and setting, against the write-up's "about a hundred updates"."""
     rows = [{**r, "factor": f"{r['experiment']}, {r['factor']}"} for r in study["rows"]]
-    return collapse_sensitivity_figure({**study, "rows": rows}, title, height,
-                                       quoted=(100, "the write-up: about 100"))
+    fig = collapse_sensitivity_figure({**study, "rows": rows}, title, height,
+                                      quoted=(100, "the write-up: about 100"))
+    # no legend: the page audit found it on the title of this figure; the chapter's prose names the marks
+    return fig.update_layout(showlegend=False)
 
 
 def timelines_figure(traces: Mapping[str, list], title: str | None = None, height: int = 420):

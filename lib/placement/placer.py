@@ -14,8 +14,8 @@ that is public: hidden size 512, Glorot-uniform initialisation of every weight m
 caps a decision's probability at e / (e + 3/e) = 0.71, so 8 identical samples of one decision have probability
 at most 0.0654 and of 40 decisions below 10^-47: the write-up's collapse could not happen. ``logit_tanh``
 switches it on.
-``init="torch"`` gives PyTorch's default initialisation (uniform ±1/√fan_in, forget bias 0), the placer of
-earlier versions of this book. Used in: Part I, chapters 2-3.
+``init="torch"`` gives PyTorch's default initialisation (uniform ±1/√fan_in, forget bias 0), one of the
+choices chapter 2's study changes. Used in: Part I, chapters 2-3.
 """
 
 from __future__ import annotations

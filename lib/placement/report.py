@@ -178,8 +178,10 @@ def against_write_up_hand(h2h):
     ``verdict()`` and ``gap_se`` compare like with like; the book's pipelines are dropped."""
     from dataclasses import replace as _replace
 
+    from lib.placement.relabel import base_label
+
     keep = [e for e in h2h.entries if (e.role == "pick" and e.side in (h2h.rl_side, *WRITE_UP_HAND))
-            or (e.role == "fixed" and e.label in WRITE_UP_HAND)]
+            or (e.role == "fixed" and base_label(e.label) in WRITE_UP_HAND)]
     return _replace(h2h, entries=tuple(keep))
 
 
@@ -480,8 +482,8 @@ def oom_share(run, first: int | None = None, last: int | None = None) -> float:
 
 def entry_name(entry, rl_side: str = "rl") -> str:
     """"the RL pick (top4)", "the single-GPU pick (single GPU 3)" or a fixed placement's label."""
-    if entry.role == "fixed":
-        return entry.label
+    if entry.role == "fixed" or entry.side not in (rl_side, "single_gpu", "human_2gpu"):
+        return entry.label  # a hand-made placement's label names it
     side = {rl_side: "RL", "single_gpu": "single-GPU", "human_2gpu": "human"}.get(entry.side, entry.side)
     return f"the {side} pick ({entry.label})"
 
@@ -490,9 +492,11 @@ def gap_table(evals: Mapping[str, object]) -> Table:
     """One row per experiment: the RL pick against the best other entry, with the evaluation's own settings."""
     rows = []
     for x, h in evals.items():
-        rows.append((x, h.best_other.label, f"{h.gap_s * 1e3:+.1f} ms", f"{h.gap_se:+.1f}", h.source))
+        q = h.noiseless_gap_s
+        rows.append((x, h.best_other.label, f"{h.gap_s * 1e3:+.1f} ms", f"{h.gap_se:+.1f}",
+                     "-" if q is None else f"{q * 1e3:+.1f} ms", h.source))
     return table(("experiment", "best other entry", "gap (positive: RL faster)", "gap (standard errors)",
-                  "timed on"), rows)
+                  "gap without noise", "timed on"), rows)
 
 
 @dataclass(frozen=True)
@@ -547,10 +551,12 @@ def seeds_table(study: Mapping[int, object], names: Sequence[str]) -> Table:
     """The seeds study: one row per placer seed, with its RL pick's mean, the best other and the gap."""
     rows = []
     for s, h in study.items():
-        rl = h.entry("rl")
+        rl, q = h.entry("rl"), h.noiseless_gap_s
         rows.append((s, f"{rl.mean_s * 1e3:.1f} ± {rl.std_s * 1e3:.1f}", h.best_other.label,
-                     f"{h.gap_s * 1e3:+.1f}", f"{h.gap_se:+.1f}", layout_of(rl.placement, names).text()))
-    return table(("seed", "RL pick (ms)", "best other", "gap (ms)", "gap (se)", "the RL pick puts"), rows)
+                     f"{h.gap_s * 1e3:+.1f}", f"{h.gap_se:+.1f}", "-" if q is None else f"{q * 1e3:+.1f}",
+                     layout_of(rl.placement, names).text()))
+    return table(("seed", "RL pick (ms)", "best other", "gap (ms)", "gap (se)", "gap without noise (ms)",
+                  "the RL pick puts"), rows)
 
 
 @dataclass(frozen=True)
@@ -579,12 +585,18 @@ class FavouriteVsSingle:
         return "is slower than" if self.gap_se <= -min_se else "does not clearly beat"
 
 
-def favourite_vs_single(h2h, favourite: Sequence[int] | None) -> FavouriteVsSingle | None:
+def favourite_vs_single(h2h, favourite: Sequence[int] | None,
+                        candidates: Sequence[tuple[str, Sequence[int]]] = ()) -> FavouriteVsSingle | None:
     """From the head-to-head's selection rounds (both timed in the same rounds, so comparable); ``None`` when
-    the favourite or the picked single GPU was not among the candidates, or either ran out of memory."""
+    the favourite or the picked single GPU was not among the candidates, or either ran out of memory.
+    ``candidates`` (the run's, as trained) finds the favourite under another name or relabelled."""
+    from lib.placement.relabel import base_label
+
     if favourite is None:
         return None
-    fav = next((s for s in h2h.selection if s.side == h2h.rl_side and s.placement == tuple(favourite)), None)
+    names = {"favourite"} | {lbl for lbl, p in candidates if tuple(p) == tuple(favourite)}
+    fav = next((s for s in h2h.selection if s.side == h2h.rl_side and
+                (s.placement == tuple(favourite) or base_label(s.label) in names)), None)
     gpu = h2h.entry("single_gpu")
     sel = next((s for s in h2h.selection if s.side == "single_gpu" and s.placement == gpu.placement), None)
     if fav is None or sel is None or fav.oom or sel.oom:
@@ -597,12 +609,37 @@ def flattery_table(evals: Mapping[str, object], runs: Mapping[str, object]) -> T
     rows = []
     for x, h in evals.items():
         rl = h.entry("rl")
-        best = dict((tuple(p), s) for p, s in runs[x].top).get(rl.placement)
+        best = trained_best_s(rl, runs[x])
         if best is not None and not rl.oom:
             rows.append((x, f"{best * 1e3:.1f} ms", f"{rl.mean_s * 1e3:.1f} ms",
                          f"{(rl.mean_s - best) * 1e3:+.1f} ms", runs[x].header["env"]["describe"]))
     return table(("experiment", "best timing in training", "re-timed (confirmation mean)", "difference",
                   "trained on"), rows)
+
+
+def optimum_table(evals: Mapping[str, object], optima: Mapping[str, object]) -> Table:
+    """Per experiment, without noise on the machine where it was judged: the optimum over the contiguous group
+    placements (``lib.placement.optimum``), the fastest single GPU, the RL pick and the best other entry."""
+    q = lambda s: "out of memory" if s is None else f"{s * 1e3:.1f}"
+    rows = []
+    for x, h in evals.items():
+        o, rl, other = optima[x], h.entry(h.rl_side), h.best_other
+        share = "-" if o.range_share is None else f"{o.range_share:.1%}"
+        rows.append((x, q(o.step_s), q(o.single_s), share, q(rl.noiseless_s), f"{q(other.noiseless_s)} ({other.label})"))
+    return table(("experiment", "optimum (ms)", "fastest single GPU (ms)", "optimum's gain", "RL pick (ms)",
+                  "best other entry (ms)"), rows,
+                 "noiseless step times on each experiment's judged machine (simulated, its GPUs' speed factors); "
+                 f"the optimum over the {next(iter(optima.values())).n_timed:,} placements that give each GPU one "
+                 "contiguous run of groups")
+
+
+def trained_best_s(entry, run) -> float | None:
+    """The best timing training gave the RL pick's placement as it was trained (before any relabelling of its
+    GPUs on the judged machine); None when the run's top list does not hold it."""
+    from lib.placement.relabel import base_label
+
+    trained = dict(run.candidates()).get(base_label(entry.label))
+    return dict((tuple(p), s) for p, s in run.top).get(trained) if trained is not None else None
 
 
 def is_oom_time(step_s: float) -> bool:
@@ -620,8 +657,9 @@ def head_to_head_table(h2h, names: Sequence[str]) -> Table:
     for e in sorted(h2h.entries, key=lambda e: e.mean_s):
         t = "out of memory" if e.oom else f"{e.mean_s * 1e3:.1f} ± {e.std_s * 1e3:.1f}"
         side = "fixed" if e.role == "fixed" else SIDE_NAMES.get(e.side, e.side)
-        rows.append((side, e.label, t, f"{e.sem_s * 1e3:.2f}", layout_of(e.placement, names).text()))
+        q = "-" if e.noiseless_s is None else f"{e.noiseless_s * 1e3:.1f}"
+        rows.append((side, e.label, t, f"{e.sem_s * 1e3:.2f}", q, layout_of(e.placement, names).text()))
     cap = (f"{h2h.rounds_confirm} confirmation rounds × {h2h.steps_per_round} timed steps, after "
            f"{h2h.rounds_select} selection rounds; {h2h.source}.")
-    return table(("side", "entry", "step time (ms), mean ± std", "std. error (ms)", "where it puts things"),
-                 rows, cap)
+    return table(("side", "entry", "step time (ms), mean ± std", "std. error (ms)", "noiseless (ms)",
+                  "where it puts things"), rows, cap)

@@ -142,6 +142,14 @@ class SimPlacementEnv:
         phases = {k: v * step / s for k, v in phases.items()} if s > 0 else phases  # the jitter, shared out
         return Measurement(step, False, peaks, phases, self.source, tuple(float(x) for x in steps))
 
+    def noiseless_s(self, placement: Sequence[int]) -> float | None:
+        """The step time of ``placement`` on this machine (its GPUs' speed factors) without timing noise;
+        None when it runs out of memory."""
+        p = validate_placement(placement, self.n_nodes, self.n_devices)
+        if any(pk > cap for pk, cap in zip(self.memory.peaks(p), self.cap_bytes)):
+            return None
+        return float(self.engine.simulate(p)[2])
+
     def set_sync_phases(self, flag: bool) -> None:
         """Switch the per-phase barriers on or off (see ``lib.placement.env.phases_synchronised``)."""
         self.sync_phases = self.engine.sync_phases = bool(flag)

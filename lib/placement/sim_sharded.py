@@ -136,6 +136,15 @@ class ShardedOptimizerEnv:
         phases = {k: v * step / st.step_s for k, v in phases.items()}
         return Measurement(step, False, peaks, phases, self.source, tuple(float(x) for x in steps))
 
+    def noiseless_s(self, placement: Sequence[int]) -> float | None:
+        """As :meth:`SimPlacementEnv.noiseless_s`, a single-GPU placement with its AdamW sharded."""
+        p = validate_placement(placement, self.n_nodes, self.n_devices)
+        if len(set(p)) > 1:
+            return self.base.noiseless_s(p)
+        if any(pk > cap for pk, cap in zip(sharded_peaks(self.base, p[0]), self.base.cap_bytes)):
+            return None
+        return float(sharded_step(self.base, p[0]).step_s)
+
     def set_sync_phases(self, flag: bool) -> None:
         self.base.set_sync_phases(flag)
 

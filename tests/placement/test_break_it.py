@@ -33,10 +33,14 @@ def test_t_interval_by_hand():
     assert math.isnan(B.t_interval([5.0])[1])
 
 
-def test_efficiency_uses_the_best_of_all_runs_and_counts_a_miss_as_its_budget():
+def test_efficiency_uses_the_best_of_all_runs_and_never_averages_a_miss_as_its_budget():
     fast, slow = _res([[2.0, 3.0]]), _res([[3.0, 3.0], [2.5, 2.9]])
     ref, eff = B.efficiency({"a": [fast], "b": [slow]})
-    assert ref == 2.0 and eff["a"]["samples"] == [2] and eff["b"]["samples"] == [4] and eff["b"]["reached"] == 0
+    assert ref == 2.0 and eff["a"]["samples"] == [2] and eff["b"]["samples"] == [None] and eff["b"]["reached"] == 0
+    assert B.samples_text([2, None, 6], 8) == "2, > 8, 6"
+    t = B.efficiency_table({"a": [fast, fast], "b": [slow, fast]}, single_s=2.2)
+    assert t.rows[0][3] == "2 ± 0" and t.rows[1][3] == "-"  # no mean over a run that never got there
+    assert t.rows[1][2] == "> 4, 2" and "of the 200.0 ms" in t.caption
 
 
 def test_run_names_say_algorithm_and_policy():
@@ -71,11 +75,19 @@ def test_machine_transfer_rows_and_summary(ci_run):
     for r in rows:
         assert r["gain_ms"] == pytest.approx(r["gpu_ms"] - r["rl_ms"])
         assert r["gain_z"] == pytest.approx(r["gain_ms"] / r["gain_se_ms"])
+        assert r["gain_q_ms"] == pytest.approx(r["gpu_q_ms"] - r["rl_q_ms"])
+        # the pick chooses its GPUs on each machine: never slower without noise than with them as trained
+        assert r["gain_q_ms"] >= r["as_trained_q_ms"] - 0.5  # (up to a noisy selection's slip)
+    assert rows[0]["gain_q_ms"] == pytest.approx(rows[0]["as_trained_q_ms"], abs=0.5)  # at home, alike
     row = lambda m, g, se: {"machine": m, "gain_ms": g, "gain_se_ms": se}
     s = B.transfer_summary([row(0, 10.0, 2.0), row(1, 4.0, 2.0), row(2, 2.0, 2.0)], 0)
     assert s["home_ms"] == 10.0 and s["away_ms"] == 3.0 and s["specific_share"] == pytest.approx(0.7)
     assert s["home_clear"] and s["away_se_ms"] == pytest.approx(2 ** 0.5)
     assert s["diff_z"] == pytest.approx(7.0 / (4 + 2) ** 0.5)
+    qrow = lambda m, q, t: {**row(m, 1.0, 1.0), "gain_q_ms": q, "as_trained_q_ms": t}
+    sq = B.transfer_summary([qrow(0, 3.0, 3.0), qrow(1, 2.0, -1.0), qrow(2, 4.0, 0.0)], 0)
+    assert sq["home_q_ms"] == 3.0 and sq["away_q_ms"] == 3.0 and sq["specific_q_share"] == 0.0
+    assert sq["away_trained_q_ms"] == -0.5 and sq["specific_trained_q_share"] == pytest.approx(3.5 / 3)
     noisy = B.transfer_summary([row(0, 10.0, 6.0), row(1, 4.0, 6.0)], 0)  # a home gain within 2 SE
     assert not noisy["home_clear"] and noisy["specific_share"] != noisy["specific_share"]  # NaN: no share
 
@@ -113,3 +125,27 @@ def test_best_so_far_figure_is_the_mean_curve():
     tr = fig.data[0]
     assert list(tr.x) == [2, 4] and list(tr.y) == [3000.0, 2000.0] and tr.name == "m"
     assert "mean of 2" in fig.layout.yaxis.title.text
+
+
+def test_each_run_judged_on_a_machine_gets_its_own_noise(ci_run, tmp_path):
+    """Same machine (speed factors), but two runs no longer share their noise draws; one run twice is the same."""
+    import shutil
+
+    from lib.placement.experiment import evaluate_run
+
+    spec, run = ci_run
+    twin = str(tmp_path / "twin.jsonl")
+    shutil.copy(run.path, twin)
+    where = replace(spec, noise=True, env_seed=7)
+    args = (where, 1, 2, 2)
+    a = evaluate_run(run.path, *args, phase_steps=1, out_path=str(tmp_path / "a.eval.jsonl"))[0]
+    a2 = evaluate_run(run.path, *args, phase_steps=1, out_path=str(tmp_path / "a2.eval.jsonl"))[0]
+    b = evaluate_run(twin, *args, phase_steps=1, out_path=str(tmp_path / "b.eval.jsonl"))[0]
+    one = lambda h: h.entry("single_gpu").confirm_s
+    assert one(a) == one(a2) and one(a) != one(b)
+    from lib.placement.experiment import independent_noise, make_env
+
+    env = make_env(where)
+    factors = env.device_time_factors
+    independent_noise(env, where, 0, twin)
+    assert env.device_time_factors == factors == make_env(where).device_time_factors  # the same machine

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lib import runlog
-from lib.placement import cli, experiment
+from lib.placement import cli, experiment, relabel
 from lib.placement.reinforce import RunResult, TrainConfig
 
 
@@ -17,6 +17,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def run_cli(args, capsys):
     assert cli.main(args) == 0
     return capsys.readouterr().out
+
+
+def h2h_graph(out):
+    from lib.gpt import gpt_graph, preset
+
+    return gpt_graph(preset(RunResult.from_log(os.path.join(out, "r.jsonl")).header["env"]["preset"]))
 
 
 def test_train_evaluate_figures(tmp_path, capsys):
@@ -39,8 +45,13 @@ def test_train_evaluate_figures(tmp_path, capsys):
     _, h2h, ph = experiment.read_evaluation(os.path.join(out, "r.eval.jsonl"))
     assert sorted(e.side for e in h2h.entries if e.role == "pick") == ["human_2gpu", "rl", "single_gpu"]
     assert all(len(e.confirm_s) == 3 for e in h2h.entries)
-    rl_labels = {lbl for lbl, _ in RunResult.from_log(os.path.join(out, "r.jsonl")).candidates()}
-    assert {s.label for s in h2h.selection if s.side == "rl"} == rl_labels
+    # every side chooses its GPUs on the judged machine: the RL candidates are relabelled, busiest GPU fastest
+    header = runlog.read(os.path.join(out, "r.eval.jsonl"))[0]
+    order = header["config"]["gpu_order"]
+    rl_cands = RunResult.from_log(os.path.join(out, "r.jsonl")).candidates()
+    rl_sel = [s for s in h2h.selection if s.side == "rl"]
+    assert {relabel.base_label(s.label) for s in rl_sel} <= {lbl for lbl, _ in rl_cands}
+    assert [s.placement for s in rl_sel] == [p for _, p in relabel.by_speed(rl_cands, order, h2h_graph(out))]
 
     rows = json.loads(run_cli(["figures", "--out", out], capsys).strip().splitlines()[0])
     assert rows["run"] == "r" and rows["updates"] == 5

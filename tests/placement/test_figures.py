@@ -80,3 +80,23 @@ def test_device_strips_are_categorical_and_features_are_labelled():
     f = F.features_figure(inputs, [n.name for n in g.nodes], "t")
     assert f.data[0].showscale and list(f.data[0].y) == F.feature_labels(inputs)
     assert f.data[0].y[0].startswith("op: ") and "feeds item +1" in f.data[0].y
+
+
+def test_collapse_groups_figure_has_no_legend_to_sit_on_its_title():
+    from lib.placement import collapse_groups as CG
+
+    study = CG.read_study("data/runs/collapse_groups.json")
+    fig = F.collapse_groups_figure(study, "a title")
+    assert fig.layout.showlegend is False
+    assert len(fig.data) >= 2  # the median and the seeds are still drawn (the prose names them)
+
+
+def test_gpus_and_phases_never_share_a_colour():
+    from lib.placement.evaluate import PhaseTiming
+
+    strip = F.placement_strip({"a": (0, 1, 2, 3)}, n_devices=4)
+    device_colours = {c for _, c in strip.data[0].colorscale}
+    pt = PhaseTiming(("x",), ({"forward": 0.1, "backward": 0.2, "optimizer": 0.01},), 1, "test")
+    phase_colours = {t.marker.color for t in F.phase_figure(pt).data}
+    assert len(device_colours) == 4 and len(phase_colours) == 3
+    assert not device_colours & phase_colours and not device_colours & set(F.PHASE_COLOURS.values())

@@ -116,7 +116,14 @@ def test_favourite_against_single_gpu():
     assert f.verdict() == "beats" and f.gap_s == pytest.approx(0.0225, abs=1e-6)
     slow = R.favourite_vs_single(h2h([0.2] * 3, [0.3] * 3, fav_round=(0.3, 0.31, 0.3, 0.3)), (1,) * 8)
     assert slow.verdict() == "is slower than"
-    assert R.favourite_vs_single(h, (2,) * 8) is None
+    # relabelled on the judged machine, the favourite is found by its name; a placement under no name is not
+    assert R.favourite_vs_single(h, (2,) * 8).favourite_label == "favourite"
+    top1 = (0, 0, 0, 1, 1, 1, 1, 1)
+    assert R.favourite_vs_single(h, (3,) * 8, [("top1", top1)]).favourite_label == "favourite"
+    import dataclasses
+
+    no_fav = dataclasses.replace(h, selection=tuple(s for s in h.selection if s.label != "favourite"))
+    assert R.favourite_vs_single(no_fav, (2,) * 8) is None
 
 
 def test_head_to_head_table_names_sides_in_words():
