@@ -7,8 +7,8 @@ step's end (T_sync). Meta reports only the whole step; the model prices both par
 Meta's. ``split_step`` puts that gap on one side: ``"compute"`` (the default: the model's least certain term
 is its compute rate, extrapolated from models a third of Llama 3's width) keeps the model's T_sync and gives
 the rest of Meta's step to T_c; ``"communication"`` keeps the model's T_c and gives the rest to T_sync (a
-what-if). The model's held-out error (``held_out_error``) is the range within which a priced layout's lead is
-not told apart from the model's error.
+what-if). The model's held-out error is ``lib.galvatron.plausibility.stated_error`` of the job's GPU type (the
+book's one definition); ``within`` says whether a figure lies inside an estimate's range under it.
 
 Every number is estimated from quoted figures or the profiles; nothing here is measured.
 Used in: book/closing/01_one_run.
@@ -17,7 +17,6 @@ Used in: book/closing/01_one_run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import median
 
 from lib.galvatron.search.analytic import SHAPES
 
@@ -95,21 +94,6 @@ def split_step(start: MetaStart, gap: str = "compute") -> PlanEstimate:
 def meta_run(job: Job, gap: str = "compute", start: MetaStart | None = None) -> OneRun:
     """The three-stage chain on Meta's run: its step split by ``gap`` (``split_step``), stragglers, failures."""
     return one_run(job, split_step(start or meta_start(job), gap))
-
-
-def held_out_error(rules: str = "practice") -> dict:
-    """The practice model's |error| on the published runs (tokens/s/GPU), fitted and held-out runs apart
-    (``practice_report.fitted_runs``; as ``benchmarks/fit_efficiency.py`` prints them): {"held_median",
-    "held_max", "n_held", "fitted_median", "n_fitted", "errors": {run: signed error}}."""
-    from lib.galvatron.practice_report import calibration_runs, fitted_runs
-    from lib.galvatron.validate import estimate_run
-
-    fitted = fitted_runs()
-    errors = {r.name: estimate_run(r, rules)["error"] for r in calibration_runs()}
-    held = [abs(e) for n, e in errors.items() if n not in fitted]
-    fit = [abs(e) for n, e in errors.items() if n in fitted]
-    return {"held_median": median(held), "held_max": max(held), "n_held": len(held),
-            "fitted_median": median(fit), "n_fitted": len(fit), "errors": errors}
 
 
 def within(value: float, reference: float, rel: float) -> bool:

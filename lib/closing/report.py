@@ -109,18 +109,22 @@ def meta_glue(start) -> dict[str, str]:
     return out
 
 
-def held_glue(h: dict) -> dict[str, str]:
-    """Name -> text for the practice model's error on published runs (``meta_run.held_out_error``)."""
-    return {"held_median": f"{h['held_median']:.1%}", "held_max": f"{h['held_max']:.1%}",
-            "n_held": f"{h['n_held']}", "fitted_median": f"{h['fitted_median']:.1%}",
-            "n_fitted": f"{h['n_fitted']}"}
+def held_glue(gpu: str) -> dict[str, str]:
+    """Name -> text for the practice model's stated error on GPU type ``gpu`` (``plausibility.stated_error``:
+    the median |error| over the published runs on ``gpu`` no constant was fitted to), how many runs that is,
+    and how many runs its efficiency constants were fitted to."""
+    from lib.galvatron.plausibility import heldout_runs, stated_error
+    from lib.galvatron.search.efficiency import load_gpu
+
+    return {"stated_error": f"{stated_error(gpu):.1%}", "n_held": f"{len(heldout_runs(gpu))}",
+            "n_fitted": f"{len(load_gpu(gpu).fitted_to)}"}
 
 
-def stage1_table(start, pick: OneRun, held: dict) -> HTMLTable:
+def stage1_table(start, pick: OneRun, rel: float) -> HTMLTable:
     """Stage 1: Meta's layout priced under practice, Meta's reported figures, and the planner's pick (a
-    what-if, its tokens/s with the model's held-out median error as its range); memory against the usable."""
+    what-if, its tokens/s with ``rel``, the model's stated error on the GPU type, as its range); memory
+    against the usable."""
     t, p, j = start.priced.terms, pick.est.plan.terms, start.job
-    rel = held["held_median"]
     tok = pick.tokens_per_s_per_gpu
     reported = start.reported_tokens_s
     rows = (
@@ -129,7 +133,7 @@ def stage1_table(start, pick: OneRun, held: dict) -> HTMLTable:
          f"{pick.est.plan.label()} (the search)"),
         ("tokens/s per GPU", f"{t['tokens_per_s_per_gpu']:.0f} (estimated)",
          "not published" if reported is None else f"{reported:.0f} (from its quoted 400 TFLOP/s)",
-         f"{tok:.0f}, {tok * (1 - rel):.0f}-{tok * (1 + rel):.0f} with the held-out error (estimated)"),
+         f"{tok:.0f}, {tok * (1 - rel):.0f}-{tok * (1 + rel):.0f} with the stated error (estimated)"),
         ("step time", f"{t['step_s']:.2f} s (estimated)",
          "not published" if reported is None else f"{start.reported_step_s:.2f} s (from its tokens/s)",
          f"{pick.est.step_s:.2f} s (estimated)"),
@@ -139,8 +143,8 @@ def stage1_table(start, pick: OneRun, held: dict) -> HTMLTable:
     )
     head = ("", "Meta's layout, priced", f"Meta's run ({SOURCES['tflops']}, §3.3.2)", "the planner's pick")
     return HTMLTable(head, rows, f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster, {j.rules} cost rules; "
-                     f"held-out error: the median |error| on {held['n_held']} published runs no constant was "
-                     f"fitted to", left=(0, 1, 2, 3))
+                     f"stated error {rel:.1%}: the median |error| on the published runs of this GPU type no "
+                     f"constant was fitted to", left=(0, 1, 2, 3))
 
 
 def chain_table(runs) -> HTMLTable:

@@ -1,7 +1,8 @@
 """Reference answers to the exercises of "From the paper to practice" (the book's chapter 9), computed with
 the library; see lib/exercises.py. No number is typed in: each answer is a function of no arguments that
 calls ``lib.galvatron.search`` (the practice mechanisms), ``lib.galvatron.practice_report`` (the
-calibration set of ``data/published_runs/``) or ``lib.galvatron.practice_picks`` (a lead's range). This module never imports ``lib.exercises``.
+calibration set of ``data/published_runs/``) or ``lib.galvatron.plausibility`` (a lead's range under the
+stated error). This module never imports ``lib.exercises``.
 
 Used in: the exercises at the end of book/galvatron/05_from_paper_to_practice.
 """
@@ -12,7 +13,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from .practice_report import calibration_runs, leave_one_out, most_needed, picks
-from .practice_picks import held_out_error, lead_range
+from .plausibility import lead_range, stated_error
 from .published import to_job
 from .search.activations import layer_activation_bytes
 from .search.cost import step_estimate
@@ -94,10 +95,15 @@ def _pick():
 
 def pick_lead_low() -> float:
     """Exercise 7: the low end of the SC'21 18.4B pick's estimated lead over the published layout when each
-    estimate may be off by the held-out error (``practice_picks.lead_range``)."""
+    estimate may be off by the stated error of the run's GPU type (``plausibility.lead_range``)."""
     p = _pick()
     return lead_range(p["est_pick"]["tokens_per_s_per_gpu"], p["est_published"]["tokens_per_s_per_gpu"],
-                      held_out_error())[1]
+                      stated_error(pick_gpu()))["low"]
+
+
+def pick_gpu() -> str:
+    """The GPU type of exercise 7's run (SC'21 18.4B: A100)."""
+    return next(r for r in calibration_runs() if r.name == PICK_RUN).cluster.gpu
 
 
 ANSWERS: dict[str, dict] = {
@@ -113,6 +119,6 @@ ANSWERS: dict[str, dict] = {
                   unit="tokens/s/GPU", rel_tol=1e-2, stated=None),
     "ch9.6": dict(answer=fill_gain, what="Llama 3 at 16,384 GPUs: filled vp over vp 1, estimated",
                   unit="x", rel_tol=1e-2, stated=None),
-    "ch9.7": dict(answer=pick_lead_low, what="low end of the SC'21 18.4B pick's lead under the held-out "
+    "ch9.7": dict(answer=pick_lead_low, what="low end of the SC'21 18.4B pick's lead under the A100's stated "
                   "error", unit="", rel_tol=0.03, stated=None),
 }

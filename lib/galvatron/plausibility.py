@@ -17,7 +17,9 @@ Two uses:
   (``best_published_mfu``); the pick is *implausible* when it exceeds that best by more than the
   held-out error, ``mfu > best (1 + e)``: faster than anything published by more than the model can tell.
 
-Used in: ``validate.py`` (each pick's ``lead``), ``job_plan.py`` (``plausibility``), tests.
+This is the book's one definition of the model's held-out error. Used in: ``validate.py`` (each pick's
+``lead``), ``job_plan.py`` (``plausibility``), ``practice_picks.py`` and ``exercises_practice.py`` (chapter 9's
+Meta run and exercise 7), ``lib/closing/report.py`` and book/closing/01_one_run (chapter 11), tests.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""How chapter 9 judges the planner's picks: its ranking on published sweeps, a lead as a range under the
-model's held-out error, and one published run (Llama 3 405B) set beside the planner's pick.
+"""How chapter 9 judges the planner's picks: its ranking on published sweeps, and one published run (Llama 3
+405B) set beside the planner's pick, the pick's lead as a range under the model's stated error on its GPU type
+(``plausibility.stated_error`` and ``plausibility.lead_range``: the book's one definition of held-out error).
 
 - :func:`sweep_report`: ``validate``'s report (no search) of the sweep files of ``data/published_runs/``,
   each sweep labelled fitted or held out: a sweep is *fitted* where any of its runs chose or fitted a
   constant (a stack field's ``chosen_on`` in ``data/stacks/``, a GPU's ``fitted_to``), else held out.
-- :func:`lead_range`: a pick's estimated lead over another layout, and its range when each estimate may be
-  off by the model's held-out error in either direction, independently (two layouts of one model on one
-  cluster are missed by different amounts: BLOOM's sweeps differ by up to 50 points).
 - :func:`meta_run`: a published run priced under ``practice`` with its unstated fields filled
   (``fills.py``), its peak memory against the GPU's usable capacity, its published and estimated MFU.
 
@@ -20,8 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
+from .plausibility import lead_range
 from .published import load_runs, to_job, to_shape
 from .ranking import sweep_of
 from .search.cost import model_flops_per_token
@@ -87,15 +84,6 @@ def sweep_table(report: dict) -> Table:
                          "measurements quoted")
 
 
-def lead_range(est_pick: float, est_other: float, err: float) -> tuple:
-    """(lead, low, high): the estimated lead ``est_pick / est_other - 1`` and its range when each estimate
-    may be off by ``err`` (a fraction) either way, independently."""
-    if not 0 <= err < 1:
-        raise ValueError(f"err must be a fraction in [0, 1); got {err!r}")
-    ratio = est_pick / est_other
-    return ratio - 1, ratio * (1 - err) / (1 + err) - 1, ratio * (1 + err) / (1 - err) - 1
-
-
 def mfu(run, tokens_per_s_per_gpu: float) -> float:
     """Model FLOPs utilisation of ``run`` at a throughput (``cost.model_flops_per_token`` against the GPU's
     dense 16-bit peak)."""
@@ -117,9 +105,10 @@ def meta_run(run) -> dict:
 
 
 def meta_table(run, meta: dict, pick: dict, best: dict, err: float) -> Table:
-    """Meta's layout and the planner's pick side by side: throughput, MFU, peak memory, the pick's lead."""
+    """Meta's layout and the planner's pick side by side: throughput, MFU, peak memory, the pick's lead
+    (``plausibility.lead_range`` under ``err``, the stated error of the run's GPU type)."""
     e, p = meta["estimate"], pick["est_pick"]
-    lead, lo, hi = lead_range(p["tokens_per_s_per_gpu"], e["tokens_per_s_per_gpu"], err)
+    lead = lead_range(p["tokens_per_s_per_gpu"], e["tokens_per_s_per_gpu"], err)
     usable = meta["usable_gib"]
     rows = [["layout", e["config"].label(), pick["pick"].label()],
             ["tokens/s/GPU, quoted", f"{meta['quoted']:,.1f}", "-"],
@@ -129,17 +118,11 @@ def meta_table(run, meta: dict, pick: dict, best: dict, err: float) -> Table:
             ["MFU, estimated", f"{meta['mfu_estimated']:.1%}", f"{mfu(run, p['tokens_per_s_per_gpu']):.1%}"],
             [f"peak GiB (usable {usable:.1f})", f"{meta['peak_gib']:.1f}", f"{p['peak_bytes'] / GIB:.1f}"],
             ["lead over Meta's layout (estimated)", "-",
-             f"{lead:+.0%} (range {lo:+.0%} to {hi:+.0%})"]]
+             f"{lead['lead']:+.0%} (range {lead['low']:+.0%} to {lead['high']:+.0%})"]]
     return Table(["", "Meta's layout (filled)", "planner's pick"], rows,
-                 caption=f"estimated under practice; range: each estimate off by {err:.0%} either way; "
+                 caption=f"estimated under practice; range: each estimate off by the stated error, {err:.1%}, "
+                         f"either way; "
                          f"best published MFU on this GPU: {best['mfu']:.1%} ({best['run']})")
-
-
-def held_out_error(path=None) -> float:
-    """The model's held-out error: the median |error| of ``data/published_runs/heldout.json`` (runs from
-    sources no constant was fitted to) under ``practice``, their fields filled by search."""
-    runs = load_runs(str(path or RUNS_DIR / "heldout.json")).runs
-    return float(np.median([abs(estimate_run(r, "practice")["error"]) for r in runs]))
 
 
 def errors_without_rule(path, field: str) -> dict:

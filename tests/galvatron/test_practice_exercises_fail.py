@@ -25,18 +25,19 @@ def _wrong_answers():
         "ch9.5": [880.0, 1384.2],
         # the fill's value itself, the inverse ratio, no change
         "ch9.6": [8, 1 / ex.fill_gain(), 1.0],
-        # the lead itself, the range's high end, one estimate off (not both), no lead at all
+        # the lead, the high end, one estimate off (not both), the H100's error (not the A100's), no lead
         "ch9.7": _lead_wrong(),
     }
 
 
 def _lead_wrong():
-    from lib.galvatron.practice_picks import held_out_error, lead_range
+    from lib.galvatron.plausibility import lead_range, stated_error
 
     p = ex._pick()
     pick, pub = p["est_pick"]["tokens_per_s_per_gpu"], p["est_published"]["tokens_per_s_per_gpu"]
-    lead, _, high = lead_range(pick, pub, held_out_error())
-    return [lead, high, pick / pub * (1 - held_out_error()) - 1, 0.0]
+    err, h100 = stated_error(ex.pick_gpu()), stated_error("h100-sxm-80gb")
+    r = lead_range(pick, pub, err)
+    return [r["lead"], r["high"], pick / pub * (1 - err) - 1, lead_range(pick, pub, h100)["low"], 0.0]
 
 
 def test_the_chapter_has_seven_exercises_in_its_answer_key():
@@ -79,10 +80,10 @@ def test_the_fill_exercise_prices_the_same_layout_at_vp_1():
 
 
 def test_the_pick_exercise_is_the_low_end_of_the_lead():
-    from lib.galvatron.practice_picks import lead_range
+    from lib.galvatron.plausibility import lead_range, stated_error
 
     p = ex._pick()
-    lead, low, high = lead_range(p["est_pick"]["tokens_per_s_per_gpu"],
-                                 p["est_published"]["tokens_per_s_per_gpu"], 0.1)
-    assert low < lead < high
-    assert ex.pick_lead_low() < lead
+    r = lead_range(p["est_pick"]["tokens_per_s_per_gpu"], p["est_published"]["tokens_per_s_per_gpu"],
+                   stated_error("a100-sxm-80gb"))
+    assert ex.pick_gpu() == "a100-sxm-80gb"          # SC'21 ran on A100s: the A100's stated error applies
+    assert r["low"] < r["lead"] < r["high"] and ex.pick_lead_low() == pytest.approx(r["low"])
