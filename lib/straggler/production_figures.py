@@ -31,8 +31,7 @@ def figure(cmp: Comparison, title: str) -> go.Figure:
     """Predicted against published, one panel per kind; the dashed line is a perfect prediction."""
     fig = make_subplots(rows=2, cols=3, subplot_titles=[TITLES[k] for k in KINDS],
                         horizontal_spacing=0.09, vertical_spacing=0.16)
-    styles = [("page", "page's model", PALETTE["secondary"]), ("production", "production-calibrated",
-                                                                PALETTE["primary"])]
+    styles = [("page", "page", PALETTE["secondary"]), ("production", "production", PALETTE["primary"])]
     for j, kind in enumerate(KINDS):
         row, col = divmod(j, 3)
         row, col = row + 1, col + 1
@@ -51,20 +50,21 @@ def figure(cmp: Comparison, title: str) -> go.Figure:
                     x=[p[0] for p in pts], y=[p[1] for p in pts], text=[p[2] for p in pts], mode="markers",
                     marker=dict(color=colour, symbol=symbol, size=9, opacity=0.85,
                                 line=dict(width=1, color="white")),
-                    name=f"{label}, {'held out' if stem == 'heldout' else 'calibration set'}",
+                    name=f"{label}, {'held out' if stem == 'heldout' else 'calibration'}",
                     legendgroup=f"{model}-{stem}", showlegend=j == 0 or not _shown(fig, f"{model}-{stem}"),
                     hovertemplate="%{text}<br>published %{x:.3g}<br>predicted %{y:.3g}<extra></extra>"),
                     row=row, col=col)
         lo, hi = _panel_range(values, kind in LOG_KINDS)
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", showlegend=False, hoverinfo="skip",
                                  line=dict(color=PALETTE["neutral"], dash="dash", width=1)), row=row, col=col)
-        axis = dict(type="log") if kind in LOG_KINDS else dict(range=[lo, hi])
+        # log panels: one tick per power of ten (minor labels crowd a panel a third of the page wide)
+        axis = dict(type="log", dtick=1) if kind in LOG_KINDS else dict(range=[lo, hi])
         fig.update_xaxes(title_text="published", row=row, col=col, **axis)
-        fig.update_yaxes(title_text="predicted", row=row, col=col, **axis)
+        fig.update_yaxes(title_text="predicted" if col == 1 else None, row=row, col=col, **axis)
         if kind in SHARE_KINDS:
             fig.update_xaxes(tickformat=".0%", row=row, col=col)
             fig.update_yaxes(tickformat=".0%", row=row, col=col)
-    layout(fig, title=title, height=620)
+    layout(fig, title=title, height=660)
     fig.update_annotations(font_size=12)
     return fig
 

@@ -82,7 +82,7 @@ def table(cmp: Comparison, caption: str) -> HTMLTable:
     for i, (path, o) in enumerate(cmp.observations):
         a, b = cmp.page[i], cmp.production[i]
         where = "fitted" if o.name in fitted else SETS[cmp.set_of(i)]
-        rows.append((o.name, where, o.kind, fmt_value(o.kind, o.value), fmt_value(o.kind, a.predicted),
+        rows.append((o.name, where, o.kind.replace("_", " "), fmt_value(o.kind, o.value), fmt_value(o.kind, a.predicted),
                      fmt_error(o.kind, a.error), fmt_value(o.kind, b.predicted), fmt_error(o.kind, b.error)))
     return HTMLTable(("observation", "set", "kind", "published", "page", "error", "production", "error"),
                      tuple(rows), caption, nowrap=(3, 4, 5, 6, 7), left=(0, 1, 2))

@@ -20,7 +20,7 @@ def test_table_has_a_row_per_observation_and_marks_the_fitted(cmp):
     sets = {r[0]: r[1] for r in t.rows}
     assert all(sets[n] == "fitted" for n in cal.fitted_names())
     assert sets["opt175b-restarts-16-days"] == "held out" and sets["rsc1-16k-ettr-5min"] == "calibration set"
-    assert {r[5] for r in t.rows if r[2] == "cause_share"} == {"no model"}  # the page has no causes
+    assert {r[5] for r in t.rows if r[2] == "cause share"} == {"no model"}  # the page has no causes
 
 
 def test_errors_table_keeps_the_sets_apart(cmp):
