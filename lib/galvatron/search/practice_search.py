@@ -90,42 +90,22 @@ def search_practice(job, rules: CostRules | None = "practice", prune: bool = Tru
     ``global_batch x seq_len / (pipeline_s + p2p_s) / GPUs`` tokens/s/GPU.
     When that bound is no more than the best so far, the rest of the group is skipped (the search keeps the
     first of equal layouts, so a tie cannot win either). ``prune=False`` prices every layout."""
-    rules = get_rules(rules)
-    best, best_est, count, fitted = None, None, 0, None
-    group, skip = None, False
-    for cfg in layouts(job, rules):
-        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.vp, cfg.micro_batch, cfg.sequence_parallel)
-        if key != group:
-            group, skip = key, False
-        if skip:
-            continue
-        base = (key, cfg.zero)                # the layout but for its recompute
-        if base == fitted:
-            continue
-        est = step_estimate(job, cfg, rules)
-        count += 1
-        if est["fits"]:
-            fitted = base
-            if best_est is None or est["tokens_per_s_per_gpu"] > best_est["tokens_per_s_per_gpu"]:
-                best, best_est = cfg, est
-        if prune and cfg.zero == 0 and cfg.recompute == "none" and best_est is not None:
-            bound = job.global_batch * job.shape.seq_len / (est["pipeline_s"] + est["p2p_s"]) / job.n_gpus
-            skip = bound <= best_est["tokens_per_s_per_gpu"]
-    return best, best_est, count
+    top, count = search_top(job, rules, 1, prune=prune)
+    return (*top[0], count) if top else (None, None, count)
 
 
-def search_top(job, rules: CostRules | None = "practice", k: int = 5) -> tuple:
+def search_top(job, rules: CostRules | None = "practice", k: int = 5, prune: bool = True) -> tuple:
     """([(config, estimate)] of the ``k`` fastest layouts that fit, fastest first; layouts priced): the
     search of ``search_practice`` keeping ``k`` instead of one. Layouts that differ only in recompute count
     once, at the fastest recompute that fits (a slower recompute of the same layout is no alternative). The
-    same pruning holds with the k-th best as the bar (a group whose bound cannot beat it is skipped); ties
-    keep the layout met first."""
+    same pruning as :func:`search_practice` holds with the k-th best as the bar (a group whose bound cannot beat
+    it is skipped; ``prune=False`` prices every layout); ties keep the layout met first."""
     import heapq
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1; got {k!r}")
     rules = get_rules(rules)
-    heap, count, fitted, order = [], 0, None, 0       # heap of (tokens/s, -order, config, estimate)
+    heap, count, fitted = [], 0, None           # heap of (tokens/s, -count when priced, config, estimate)
     group, skip = None, False
     for cfg in layouts(job, rules):
         key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.vp, cfg.micro_batch, cfg.sequence_parallel)
@@ -138,15 +118,14 @@ def search_top(job, rules: CostRules | None = "practice", k: int = 5) -> tuple:
             continue
         est = step_estimate(job, cfg, rules)
         count += 1
-        order += 1
         if est["fits"]:
             fitted = base
-            item = (est["tokens_per_s_per_gpu"], -order, cfg, est)
+            item = (est["tokens_per_s_per_gpu"], -count, cfg, est)
             if len(heap) < k:
                 heapq.heappush(heap, item)
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
-        if cfg.zero == 0 and cfg.recompute == "none" and len(heap) == k:
+        if prune and cfg.zero == 0 and cfg.recompute == "none" and len(heap) == k:
             bound = job.global_batch * job.shape.seq_len / (est["pipeline_s"] + est["p2p_s"]) / job.n_gpus
             skip = bound <= heap[0][0]
     best = sorted(heap, key=lambda x: x[:2], reverse=True)
