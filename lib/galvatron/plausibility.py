@@ -25,6 +25,7 @@ Meta run and exercise 7), ``lib/closing/report.py`` and book/closing/01_one_run 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from .search.efficiency import GPU_DIR
 
@@ -75,10 +76,12 @@ def mfu_check(mfu: float, best: dict | None, error: float) -> dict:
             "implausible": bool(mfu > bound)}
 
 
+@lru_cache(maxsize=None)
 def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
     ``gpu`` (and ``stack``, where given; a run's null stack is Megatron-LM), each from its published
-    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None."""
+    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None. Cached: the
+    published runs are read once per (gpu, stack)."""
     from pathlib import Path
 
     from .published import load_runs, to_shape

@@ -38,9 +38,9 @@ from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
 from .published import filled, load_runs, to_config, to_job
 from .fills import SEARCHED, fill_by_search
-from .plausibility import lead_range, mfu_check, stated_error
+from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
 from .ranking import sweeps
-from .stacks import stack_rules
+from .stacks import DEFAULT_STACK, stack_rules
 from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, get_rules
 
 
@@ -93,20 +93,6 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
             "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
 
 
-def best_mfu(gpu: str, stack):
-    """The best published MFU on ``gpu`` for ``stack`` (null: Megatron-LM), cached per call site."""
-    from .plausibility import best_published_mfu
-    from .stacks import DEFAULT_STACK
-
-    key = (gpu, stack or DEFAULT_STACK)
-    if key not in _BEST:
-        _BEST[key] = best_published_mfu(*key)
-    return _BEST[key]
-
-
-_BEST: dict = {}
-
-
 def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
     """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring."""
     rules = get_rules(rules)
@@ -132,7 +118,8 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
                 err = stated_error(run.cluster.gpu)
                 row["lead"] = lead_range(best_est["tokens_per_s_per_gpu"], est["tokens_per_s_per_gpu"], err)
                 mfu = best_est["tflops_per_gpu"] * 1e12 / to_job(run).gpu.flops(run.precision)
-                row["plausibility"] = mfu_check(round(mfu, 4), best_mfu(run.cluster.gpu, run.stack), err)
+                best_pub = best_published_mfu(run.cluster.gpu, run.stack or DEFAULT_STACK)
+                row["plausibility"] = mfu_check(round(mfu, 4), best_pub, err)
         rows.append(row)
     # 6 decimals, so the text's one-decimal percentages round once, as the chapters' tables do (4 decimals
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
