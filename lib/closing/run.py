@@ -264,8 +264,8 @@ def cluster_mtbf_min(job: Job, n_gpus: int) -> float:
     ``lib.straggler.predict.mtbf_min(gpu, n_gpus, PRODUCTION)`` computes it for a GPU type with a reference
     size (the H100: its rate measured on Llama 3's 16,384 GPUs, a job's rate growing as N^alpha, alpha fitted
     to Kokolis et al.'s MTTFs, ``lib.straggler.calibration``), with per_gpu_mtbf_h as the rate at that size
-    (the job's figure still counts). Written from ``calibration`` rather than by calling ``predict``, which
-    needs pydantic; tests/closing/test_run.py checks the two agree. At 16,384 H100s the two models agree; below
+    (the job's figure still counts): ``calibration.size_law_mtbf_min``, the size law ``predict`` uses too,
+    without its pydantic reader; tests/closing/test_run.py checks the two agree. At 16,384 H100s the two models agree; below
     it the production model fails more often."""
     if not isinstance(n_gpus, int) or n_gpus < 1:
         raise ValueError(f"n_gpus must be an integer >= 1; got {n_gpus!r}")
@@ -275,9 +275,7 @@ def cluster_mtbf_min(job: Job, n_gpus: int) -> float:
     if gpu not in scal.RATE_REF_GPUS:
         raise ValueError(f"cluster must be one of {sorted(CLUSTER_GPU)} under failures='production'; "
                          f"got {job.cluster!r}")
-    alpha, _ = scal.size_law()
-    ref = scal.RATE_REF_GPUS[gpu]
-    return job.per_gpu_mtbf_h * 60 / ref * (ref / n_gpus) ** alpha
+    return scal.size_law_mtbf_min(job.per_gpu_mtbf_h, gpu, n_gpus)
 
 
 def failure_stage(job: Job, est: PlanEstimate, backups: bool) -> dict:

@@ -63,6 +63,16 @@ def size_law() -> tuple[float, float]:
     return float(alpha), float(intercept)
 
 
+def size_law_mtbf_min(per_gpu_mtbf_h: float, gpu: str, n_gpus: int) -> float:
+    """Mean minutes between failures of a job of ``n_gpus`` under the size law: a job's rate grows as
+    N^alpha (:func:`size_law`), anchored where ``per_gpu_mtbf_h`` was measured (``RATE_REF_GPUS``; 16,384,
+    Llama 3's size, for a GPU type without one). Used by ``predict.mtbf_min`` and chapter 11's failure stage
+    (``lib/closing/run.cluster_mtbf_min``), which needs it without ``predict``'s pydantic reader."""
+    alpha, _ = size_law()
+    ref = RATE_REF_GPUS.get(gpu, 16_384)
+    return per_gpu_mtbf_h * 60 / ref * (ref / n_gpus) ** alpha
+
+
 @lru_cache(maxsize=1)
 def cause_counts() -> tuple[dict, dict]:
     """``(counts by cause, groups)``: Table 5's counts, and the groups ``"GPU (all)"``/``"hardware (all)"``

@@ -75,11 +75,10 @@ def mtbf_min(gpu: str, n_gpus: int, sw: Switches = PAGE) -> float:
     per_gpu_h = cal.GPU_MTBF_H.get(gpu, PER_GPU_MTBF_H) if sw.rates == "generation" else PER_GPU_MTBF_H
     if sw.size_law == "inverse":
         return per_gpu_h * 60 / n_gpus
-    alpha, intercept = cal.size_law()
     if sw.rates == "generation" and gpu == "a100-sxm-80gb":  # the fit's own generation: its own line
+        alpha, intercept = cal.size_law()
         return 60 * math.exp(-(intercept + alpha * math.log(n_gpus)))
-    ref = cal.RATE_REF_GPUS.get(gpu, 16_384)  # the page's rate was measured at 16,384 GPUs
-    return per_gpu_h * 60 / ref * (ref / n_gpus) ** alpha
+    return cal.size_law_mtbf_min(per_gpu_h, gpu, n_gpus)
 
 
 def restart_min(o: Observation, n_gpus: int, sw: Switches, filled: list) -> float:
