@@ -490,3 +490,26 @@ def test_noise_is_a_share_of_the_step_on_other_machines():
 def test_noise_reference_must_be_a_name():
     with pytest.raises(ValueError, match="reference_profile"):
         NoiseModel(reference_profile="")
+
+
+def test_the_committed_h200_report_reproduces_its_own_node_profile_estimate():
+    """The real gpu_check report from one H200 (data/runs/): fed back through the CLI's path, its measured node
+    times give the step the report printed as 'from node profile', and that step is closer to the measured one
+    than the roofline's for both GPTs that are not launch-bound."""
+    import glob
+    import json
+    import os
+
+    from lib.placement.experiment import EnvSpec, make_env
+
+    paths = sorted(glob.glob(os.path.join(ROOT, "data", "runs", "gpu_check_*.json")))
+    reports = [p for p in paths if not json.load(open(p)).get("dry_run", True)]
+    assert reports, "no real gpu_check report in data/runs"
+    rep = json.load(open(reports[0]))
+    for row in rep["single_device"]:
+        if row["preset"] == "ci":
+            continue
+        env = make_env(EnvSpec(preset=row["preset"], profile=rep["profile"], node_profile=reports[0]))
+        step = env.measure([0] * env.n_nodes).step_s
+        assert step == pytest.approx(row["sim_node_profile_step_s"], rel=0.01)
+        assert abs(step / row["measured_step_s"] - 1) < abs(row["sim_error"])

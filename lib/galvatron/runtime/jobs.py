@@ -128,7 +128,7 @@ def nanmax(values) -> float:
 
 
 def _maxdiff(a: dict, b: dict) -> float:
-    return nanmax(float((a[k].float().cpu() - b[k].float()).abs().max()) for k in a)  # torch's max keeps NaN
+    return nanmax(float((a[k].float().cpu() - b[k].float().cpu()).abs().max()) for k in a)  # torch's max keeps NaN
 
 
 CHECK_TOL = 1e-4  # float32 on either side: observed errors are ~1e-7; a wrong plan is off by ~1e-2 or more
@@ -165,7 +165,7 @@ def check_job(job: dict, rank: int, world_size: int) -> dict:
         losses = [gpipe_step(r, s) for s in range(steps)]
         B = r.plan.global_bsz
         if B not in ref_cache:
-            ref_cache[B] = reference_step(cfg, init_params(cfg, seed), B, seed, lr, steps)
+            ref_cache[B] = reference_step(cfg, init_params(cfg, seed), B, seed, lr, steps, device=r.dev)
         ref_losses, ref = ref_cache[B]
         mine = r.local_shards()
         errs = [_maxdiff(mine["blocks"][i], tp_shard(ref["blocks"][i], L.lay.tp_rank(r.j), L.lay.tp))
