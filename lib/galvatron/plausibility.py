@@ -79,7 +79,7 @@ def mfu_check(mfu: float, best: dict | None, error: float) -> dict:
 @lru_cache(maxsize=None)
 def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
-    ``gpu`` (and ``stack``, where given; a run's null stack is Megatron-LM), each from its published
+    ``gpu`` (and ``stack``'s family, where given: ``stacks.stack_family``; a run's null stack is Megatron-LM), each from its published
     tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None. Cached: the
     published runs are read once per (gpu, stack)."""
     from pathlib import Path
@@ -87,13 +87,14 @@ def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     from .published import load_runs, to_shape
     from .search.cost import model_flops_per_token
     from .search.efficiency import load_gpu
-    from .stacks import DEFAULT_STACK
+    from .stacks import DEFAULT_STACK, stack_family
 
     peak = load_gpu(gpu).flops("bf16")
+    family = None if stack is None else stack_family(stack)
     best = None
     for f in sorted((Path(__file__).resolve().parents[2] / "data" / "published_runs").glob("*.json")):
         for r in load_runs(str(f)).runs:
-            if r.cluster.gpu != gpu or (stack is not None and (r.stack or DEFAULT_STACK) != stack):
+            if r.cluster.gpu != gpu or (family is not None and stack_family(r.stack or DEFAULT_STACK) != family):
                 continue
             mfu = r.measured.tokens_per_s_per_gpu * model_flops_per_token(to_shape(r)) / peak
             if best is None or mfu > best["mfu"]:

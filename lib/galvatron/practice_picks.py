@@ -125,6 +125,52 @@ def meta_table(run, meta: dict, pick: dict, best: dict, err: float) -> Table:
                          f"best published MFU on this GPU: {best['mfu']:.1%} ({best['run']})")
 
 
+#: Korthikanti et al. (2022, arXiv 2205.05198), abstract: the 530B GPT on 2,240 A100s reaches 54.2% MFU with
+#: sequence parallelism and selective recompute, against 42.1% with full recompute ("29% faster"). Quoted.
+KORTHIKANTI_530B = {"mfu_before": 0.421, "mfu_after": 0.542, "gpus": 2240,
+                    "source": "Korthikanti et al. 2022 (arXiv 2205.05198), abstract"}
+
+
+def era_leads(runs, err: float) -> list[dict]:
+    """For each run (SC'21's, stack ``megatron-lm-2021``): the planner's pick and its lead over the published
+    layout under the run's own stack (what Megatron-LM could do in 2021) and under today's default stack, and
+    the gain of Korthikanti's two features (sequence parallelism, selective recompute) at the published layout.
+    Each lead with ``plausibility.lead_range`` under ``err``. All estimated under ``practice``."""
+    from dataclasses import replace
+
+    from .search.cost import step_estimate
+    from .search.practice_search import search_practice
+    from .stacks import DEFAULT_STACK
+    from .validate import run_rules
+
+    out = []
+    for run in runs:
+        pub = estimate_run(run, "practice")
+        base, job = pub["tokens_per_s_per_gpu"], to_job(run)
+        row = {"run": run.name, "published": pub["config"], "est_published": base}
+        for era, stack in (("own", run.stack), ("today", DEFAULT_STACK)):
+            cfg, est, _ = search_practice(job, run_rules(run.model_copy(update={"stack": stack}), "practice"))
+            row[era] = {"pick": cfg, "estimate": est, **lead_range(est["tokens_per_s_per_gpu"], base, err)}
+        feat = step_estimate(job, replace(pub["config"], recompute="selective", sequence_parallel=True),
+                             run_rules(run, "practice"))
+        row["features"] = {"estimate": feat, "gain": feat["tokens_per_s_per_gpu"] / base - 1}
+        out.append(row)
+    return out
+
+
+def era_table(rows: list[dict]) -> Table:
+    """:func:`era_leads` as a table: each pick's lead with its range, under 2021's stack and today's."""
+    def lead(d):
+        return f"{d['lead']:+.0%} ({d['low']:+.0%} to {d['high']:+.0%})"
+
+    return Table(["run", "pick, 2021's Megatron-LM", "its lead", "pick, today's Megatron-LM", "its lead",
+                  "SP + selective at the published layout"],
+                 [[r["run"], r["own"]["pick"].label(), lead(r["own"]), r["today"]["pick"].label(),
+                   lead(r["today"]), f"{r['features']['gain']:+.0%}"] for r in rows],
+                 caption="estimated under practice against the published layout's estimate; a range: both "
+                         "estimates off by the A100's stated error either way")
+
+
 def errors_without_rule(path, field: str) -> dict:
     """{run name: error} of the runs of ``path`` whose stack sets ``field`` (a ``CostRules`` flag chosen on
     them), priced as ``validate`` prices them but with ``field`` off: what the rule was chosen to fix."""

@@ -2,7 +2,7 @@
 stack, each value with its source (or the runs it was chosen on). A stack sets the cost rules' stack fields
 (``search/rules.STACK_FIELDS``); a run's ``stack`` names one, and null means ``DEFAULT_STACK``, Megatron-LM.
 
-File form: ``{"name", "description", "fields": {FIELD: {"value", "source", "chosen_on"?}}}``.
+File form: ``{"name", "family"?, "description", "fields": {FIELD: {"value", "source", "chosen_on"?}}}``.
 
 Used in: ``validate.run_rules``, ``published.load_runs`` (the names a run may give), ``plan.py``.
 """
@@ -44,6 +44,14 @@ def load_stack(name: str | None = None) -> dict:
         if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
             raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
     return d
+
+
+def stack_family(name: str | None = None) -> str:
+    """The stack whose kernels ``name`` runs (its file's optional ``family``; itself where absent): a stack of
+    another year shares its family's kernels, and so the best MFU published for them
+    (``plausibility.best_published_mfu``)."""
+    d = load_stack(name)
+    return d.get("family", d["name"])
 
 
 def stack_rules(rules: CostRules, name: str | None = None) -> CostRules:

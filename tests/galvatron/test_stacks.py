@@ -74,3 +74,61 @@ def test_an_unknown_stack_is_one_line_naming_run_and_field(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "run 'sc21-t2-175b-384gpu#zero3': field stack: unknown stack 'jax'" in err and "deepspeed" in err
+
+
+def test_a_stacks_limits_leave_its_missing_features_out_of_the_search():
+    """megatron-lm-2021 (SC'21's Megatron-LM): no layout with SP, selective recompute, a ZeRO stage, CP or
+    uneven stages; today's stack offers each of them on the same job."""
+    from lib.galvatron.search.practice_search import layouts
+    from lib.galvatron.published import to_job
+
+    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
+               if r.name == "sc21-gpt-145.6b")
+    job = to_job(run)
+    old = list(layouts(job, stack_rules(PRACTICE, "megatron-lm-2021")))
+    new = list(layouts(job, stack_rules(PRACTICE, "megatron-lm")))
+    assert old and len(old) < len(new)
+    L = job.shape.n_layers
+    for c in old:
+        assert not c.sequence_parallel and c.recompute in ("none", "full") and c.zero == 0 and c.cp == 1
+        assert L % c.pp == 0 and (L // c.pp) % c.vp == 0
+    assert any(c.sequence_parallel for c in new) and any(c.recompute == "selective" for c in new)
+    assert any(c.zero > 0 for c in new) and any(c.cp > 1 for c in new) and any(L % c.pp for c in new)
+    # the published layout is in 2021's space (vp 3 on 3 layers a stage included for the 530B run)
+    for name in ("sc21-gpt-145.6b", "sc21-gpt-529.6b"):
+        r = next(x for x in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
+                 if x.name == name)
+        cfg = estimate_run(r)["config"]
+        assert cfg in set(layouts(to_job(r), run_rules(r)))
+
+
+def test_only_the_fused_attention_limit_changes_a_price():
+    """The search-only limits leave every estimate as it was; without_fused_attention keeps the scores and
+    prices the whole square at the GEMMs' rate, so the step is slower and, without recompute, fuller."""
+    from dataclasses import replace as dc_replace
+
+    from lib.galvatron.published import to_job
+    from lib.galvatron.search.cost import step_estimate
+    from lib.galvatron.search.layout import ParallelConfig
+    from lib.galvatron.search.rules import STACK_LIMITS
+
+    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
+               if r.name == "sc21-gpt-18.4b")
+    job, cfg = to_job(run), ParallelConfig(tp=8, pp=1, dp=32, micro_batch=1, recompute="none")
+    base = step_estimate(job, cfg, PRACTICE)
+    for f in STACK_LIMITS:
+        e = step_estimate(job, cfg, dc_replace(PRACTICE, **{f: True}))
+        if f == "without_fused_attention":
+            assert e["step_s"] > base["step_s"] and e["peak_bytes"] > base["peak_bytes"]
+        else:
+            assert e == base, f
+
+
+def test_a_stack_of_another_year_shares_its_familys_mfu_bound():
+    from lib.galvatron.plausibility import best_published_mfu
+    from lib.galvatron.stacks import stack_family
+
+    assert stack_family("megatron-lm-2021") == "megatron-lm" == stack_family(None)
+    assert stack_family("deepspeed") == "deepspeed"
+    assert best_published_mfu("a100-sxm-80gb", "megatron-lm-2021") == best_published_mfu("a100-sxm-80gb",
+                                                                                          "megatron-lm")

@@ -361,8 +361,9 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     rate = gpu.flops(job.dtype) * efficiency(gpu, h, shaped=rules.shape_efficiency,
                                             quantized=rules.wave_quantization)
     tokens = mb * s / cp
-    attn_tok = act.attention_flops_per_token(s, h, causal_skip=rules.fused_attention)
-    if rules.attention_efficiency:
+    fused = rules.fused_attention and not rules.without_fused_attention   # a stack before FlashAttention
+    attn_tok = act.attention_flops_per_token(s, h, causal_skip=fused)
+    if rules.attention_efficiency and not rules.without_fused_attention:
         # the s^2 attention core runs in its own fused kernel, at the fraction of peak that kernel is quoted
         # to reach on this GPU type (data/hardware/gpus/: attention_fraction), not at the GEMMs' rate
         attn_fwd = tokens * attn_tok / tp / (gpu.flops(job.dtype) * gpu.attention_fraction)
@@ -472,7 +473,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
 
     # memory of every stage
     a_layer = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
-                                         recompute=recompute, fused_attention=rules.fused_attention, cp=cp,
+                                         recompute=recompute, fused_attention=fused, cp=cp,
                                          act_bytes=by.activation, kv_hidden=sh.kv_hidden,
                                          dropout=job.dropout)
     a_work = 0.0

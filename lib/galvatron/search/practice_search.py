@@ -13,7 +13,10 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
   (``any_degrees``) also where it does not, and 8, up to ``pp vp = layers + 2`` (``layout.chunk_layers``:
   chunks of unequal layers, an embedding-only and a head-only chunk at the ends, as in Llama 3);
 - ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
-  sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing.
+  sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing;
+- a stack's limits (``rules.STACK_LIMITS``, ``data/stacks/``) leave out what the stack could not do: no
+  sequence parallelism, no selective recompute, no ZeRO stage, no context parallelism, or stages and chunks
+  of unequal layers.
 
 ``search_practice(job, rules)`` returns the best ``(config, estimate)`` and how many layouts it priced;
 ``None`` as config when nothing fits. Used in: ``lib/galvatron/validate.py``.
@@ -44,9 +47,13 @@ def layouts(job, rules: CostRules | None = None):
     rules = get_rules(rules)
     sh, n, B = job.shape, job.n_gpus, job.global_batch
     tps = [t for t in _divisors(job.gpus_per_node) if n % t == 0 and sh.n_heads % t == 0]
-    cps = [c for c in CP_DEGREES if sh.seq_len % c == 0] if rules.context_parallel else [1]
-    zeros = (0, 1, 2, 3) if rules.zero_stages else (0, 3)
-    recomputes = ("none", "selective", "full") if rules.selective_recompute else ("none", "full")
+    cps = ([c for c in CP_DEGREES if sh.seq_len % c == 0] if rules.context_parallel
+           and not rules.without_context_parallel else [1])
+    even = rules.without_uneven_stages
+    zeros = (0,) if rules.without_zero else (0, 1, 2, 3) if rules.zero_stages else (0, 3)
+    recomputes = (("none", "selective", "full") if rules.selective_recompute and not rules.without_selective_recompute
+                  else ("none", "full"))
+    with_sp = rules.sequence_parallel and not rules.without_sequence_parallel
     for tp in tps:
         for cp in cps:
             if (n // tp) % cp:
@@ -54,6 +61,8 @@ def layouts(job, rules: CostRules | None = None):
             rest = n // (tp * cp)
             for pp in _divisors(rest):
                 if pp > sh.n_layers or (not rules.any_degrees and not (_pow2(pp) and _pow2(tp))):
+                    continue
+                if even and sh.n_layers % pp:
                     continue
                 dp = rest // pp
                 if B % dp:
@@ -65,7 +74,9 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                if rules.pipeline_schedules and pp > 1 and rules.any_degrees:
+                if rules.pipeline_schedules and pp > 1 and even:
+                    vps = [v for v in range(1, VP_DEGREES_UNEVEN[-1] + 1) if (sh.n_layers // pp) % v == 0]
+                elif rules.pipeline_schedules and pp > 1 and rules.any_degrees:
                     vps = [v for v in VP_DEGREES_UNEVEN if pp * v <= sh.n_layers + 2]
                 elif rules.pipeline_schedules and pp > 1:
                     vps = [v for v in VP_DEGREES if all(x % v == 0 for x in layers)]
@@ -74,7 +85,7 @@ def layouts(job, rules: CostRules | None = None):
                         for zero in zeros:
                             for rc in recomputes:
                                 yield ParallelConfig(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, micro_batch=mb,
-                                                     sequence_parallel=rules.sequence_parallel and tp > 1,
+                                                     sequence_parallel=with_sp and tp > 1,
                                                      zero=zero, recompute=rc)
 
 

@@ -59,7 +59,8 @@ uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_eff
 size as a search dimension (``micro_batch_search``) and the attention kernel's own efficiency
 (``attention_efficiency``). Two more fields say what a job's software stack does (``STACK_FIELDS``:
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
-as flat rings at the port's speed); they are off in every preset and set per run by ``validate.run_rules``
+as flat rings at the port's speed; and ``STACK_LIMITS``, what a stack could not do, which the search leaves
+out); they are off in every preset and set per run by ``validate.run_rules``
 from the run's source and its stack (``data/stacks/``). Two candidate mechanisms (``CANDIDATE_FIELDS``: ``wave_quantization``, tile and wave
 quantization of every GEMM, ``quantization.py``; ``measured_collectives``, the fabric's published achieved
 bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in every preset, ``practice``
@@ -129,6 +130,12 @@ class CostRules:
     embedding_and_head: bool = False
     tp_comm_overlap: bool = False
     flat_zero3_collectives: bool = False
+    without_sequence_parallel: bool = False
+    without_selective_recompute: bool = False
+    without_zero: bool = False
+    without_context_parallel: bool = False
+    without_uneven_stages: bool = False
+    without_fused_attention: bool = False
     wave_quantization: bool = False
     measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
@@ -284,7 +291,18 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: ``flat_zero3_collectives``: ZeRO-3's parameter all-gathers and gradient reduce-scatters over a group that
 #: spans nodes run as one flat ring at each GPU's port speed, not hierarchically (``data/stacks/``: the
 #: DeepSpeed ZeRO-3 of SC'21's Table 2).
-STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives")
+#: What a stack cannot do (``STACK_LIMITS``; off in every preset and in today's stacks): the search leaves
+#: such layouts out, and pricing reads only the last of them. ``without_sequence_parallel``, ``without_selective_recompute``:
+#: Megatron-LM before Korthikanti et al. (2022) had neither; ``without_zero``: no ZeRO stage (Megatron-LM's
+#: distributed optimizer came in 2022), so ``zero`` is 0; ``without_context_parallel``: no context parallelism
+#: (Megatron-Core's came in 2024); ``without_uneven_stages``: every stage and chunk holds the same number of
+#: layers (no uneven stages, no embedding-only or head-only chunk, as in Llama 3). A run trained in 2021 is
+#: re-planned with what it had. One limit is priced too: ``without_fused_attention``, attention as separate
+#: kernels before FlashAttention (2022): the s x s scores are kept for backward, and the attention core runs
+#: at the GEMMs' rate over the whole square, as if ``fused_attention`` and ``attention_efficiency`` were off.
+STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "without_zero",
+                "without_context_parallel", "without_uneven_stages", "without_fused_attention")
+STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives") + STACK_LIMITS
 #: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
 #: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
 #: ``wave_quantization``: every GEMM of a layer at the GPU's fitted efficiency times its tile- and
