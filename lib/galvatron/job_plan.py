@@ -106,7 +106,7 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     ``plausibility.py``), "lead_over_second" (#1's lead over #2 with its range under that error,
     ``plausibility.lead_range``; null with one layout), "megatron", "nemo", "torchtitan"}; each layout also
     has "plausibility" (``plausibility.mfu_check``: implausible above the best published MFU x (1 + error))."""
-    from .practice_report import breakdown
+    from .search.step_kinds import breakdown
     from .search.practice_search import search_top
     from .search.rules import PRACTICE
     from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error

@@ -79,12 +79,14 @@ def mfu_check(mfu: float, best: dict | None, error: float) -> dict:
 @lru_cache(maxsize=None)
 def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     """The highest model FLOPs utilisation among the published runs of ``data/published_runs/`` on GPU type
-    ``gpu`` (and ``stack``'s family, where given: ``stacks.stack_family``; a run's null stack is Megatron-LM), each from its published
-    tokens/s/GPU and the convention of ``cost.model_flops_per_token``: {"mfu", "run"}, or None. Cached: the
+    ``gpu`` (and ``stack``'s family, where given: ``stacks.stack_family``; a run's null stack is
+    Megatron-LM), each from its published
+    tokens/s/GPU and the convention of ``cost.model_flops_per_token``, or quoted by a source without a layout
+    (a stack file's ``quoted_mfu``, ``data/stacks/``): {"mfu", "run"}, or None. Cached: the
     published runs are read once per (gpu, stack)."""
     from pathlib import Path
 
-    from .published import load_runs, to_shape
+    from .search.analytic import run_shape
     from .search.cost import model_flops_per_token
     from .search.efficiency import load_gpu
     from .stacks import DEFAULT_STACK, stack_family
@@ -92,11 +94,22 @@ def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     peak = load_gpu(gpu).flops("bf16")
     family = None if stack is None else stack_family(stack)
     best = None
+    # read raw (the files are checked by published.load_runs in the tests), so the browser's widgets can too
     for f in sorted((Path(__file__).resolve().parents[2] / "data" / "published_runs").glob("*.json")):
-        for r in load_runs(str(f)).runs:
-            if r.cluster.gpu != gpu or (family is not None and stack_family(r.stack or DEFAULT_STACK) != family):
+        for r in json.loads(f.read_text(encoding="utf-8"))["runs"]:
+            if r["cluster"]["gpu"] != gpu or (family is not None
+                                               and stack_family(r.get("stack") or DEFAULT_STACK) != family):
                 continue
-            mfu = r.measured.tokens_per_s_per_gpu * model_flops_per_token(to_shape(r)) / peak
+            flops = model_flops_per_token(run_shape(r["name"], r["model"]))
+            mfu = r["measured"]["tokens_per_s_per_gpu"] * flops / peak
             if best is None or mfu > best["mfu"]:
-                best = {"mfu": round(mfu, 4), "run": r.name}
+                best = {"mfu": round(mfu, 4), "run": r["name"]}
+    # MFUs a source quotes without a layout to price (a stack file's "quoted_mfu")
+    for f in sorted((Path(__file__).resolve().parents[2] / "data" / "stacks").glob("*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        if family is not None and d.get("family", d["name"]) != family:
+            continue
+        for q in d.get("quoted_mfu", []):
+            if q["gpu"] == gpu and (best is None or q["mfu"] > best["mfu"]):
+                best = {"mfu": q["mfu"], "run": f"quoted: {q['what']} ({q['source'].split(':')[0]})"}
     return best

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .published import load_runs, to_config, to_job
+from .search.step_kinds import breakdown, bubble_share  # noqa: F401  (chapter 9 reads them as pr.*)
 from .search.efficiency import GPU_DIR
 from .search.practice_search import search_practice
 from .search.report import Table
@@ -228,37 +229,6 @@ def why_table(p: dict) -> Table:
     a, b = p["est_published"], p["est_pick"]
     rows = [[label, f(a), f(b)] for label, f in TERMS]
     return Table(["term (estimated, practice)", p["published"].label(), p["pick"].label()], rows)
-
-
-def bubble_share(e: dict) -> float:
-    """The share of a step spent in the pipeline bubble: (pipeline time - m x the slowest stage's time) /
-    step."""
-    return _bubble_s(e) / e["step_s"]
-
-
-def _bubble_s(e: dict) -> float:
-    """The pipeline's idle seconds in one step: its time less the slowest stage's busy time."""
-    return e["pipeline_s"] - e["micro_batches"] * max(e["stage_s"])
-
-
-def breakdown(e: dict) -> dict:
-    """One step's seconds by kind (estimated), on the slowest pipeline stage: ``gemm`` (matrix multiplies,
-    forward and backward), ``attention`` (the attention core's kernel, forward and backward), ``recompute``,
-    ``tp`` (tensor-parallel messages left exposed), ``head`` (output layer), ``bubble`` (the pipeline's idle
-    time), ``p2p`` and ``dp`` (exposed sends and data-parallel / ZeRO messages). They add up to ``step_s``
-    (``cp`` messages, when any, are in ``other``)."""
-    m = e["micro_batches"]
-    last = len(e["stage_s"]) - 1
-    per = {"gemm": 3.0 * (e["fwd_s"] - e["attention_s"]), "attention": 3.0 * e["attention_s"],
-           "recompute": e["recompute_s"], "tp": e["tp_s"]}
-    slow = int(np.argmax(e["stage_s"]))
-    n = e["stage_layers"][slow]
-    out = {k: m * n * v for k, v in per.items()}
-    out["head"] = m * e["head_s"] if slow == last else 0.0
-    out["bubble"] = _bubble_s(e)
-    out["p2p"], out["dp"] = e["p2p_s"], e["dp_s"]
-    out["other"] = e["step_s"] - sum(out.values())
-    return out
 
 
 def breakdown_table(runs, rules=PRACTICE) -> Table:

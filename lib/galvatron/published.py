@@ -212,14 +212,13 @@ def filled(run: Run) -> list[str]:
 
 
 def to_shape(run: Run):
-    from .search.analytic import TransformerShape
+    from .search.analytic import run_shape
 
     m = run.model
     kv = m.kv_heads or m.heads
     if m.hidden % m.heads or m.heads % kv:
         raise UserError(f"run {run.name!r}: field model: hidden must divide by heads and heads by kv_heads")
-    return TransformerShape(run.name, m.layers, m.hidden, m.heads, m.seq_len, ffn_hidden=m.ffn or 4 * m.hidden,
-                            vocab=m.vocab, gated_mlp=bool(m.gated_mlp), n_kv_heads=kv)
+    return run_shape(run.name, m.model_dump())
 
 
 def to_job(run: Run, gpu=None, global_batch: int | None = None):

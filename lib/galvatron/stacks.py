@@ -2,7 +2,10 @@
 stack, each value with its source (or the runs it was chosen on). A stack sets the cost rules' stack fields
 (``search/rules.STACK_FIELDS``); a run's ``stack`` names one, and null means ``DEFAULT_STACK``, Megatron-LM.
 
-File form: ``{"name", "family"?, "description", "fields": {FIELD: {"value", "source", "chosen_on"?}}}``.
+File form: ``{"name", "family"?, "family_source"?, "description", "fields": {FIELD: {"value", "source",
+"chosen_on"?}}, "quoted_mfu"?: [{"gpu", "mfu", "what", "source"}]}``. ``family``: the stack whose kernels this
+one runs (``family_source`` says why); ``quoted_mfu``: MFUs a source quotes without a layout to price, which
+``plausibility.best_published_mfu`` counts for the family.
 
 Used in: ``validate.run_rules``, ``published.load_runs`` (the names a run may give), ``plan.py``.
 """
@@ -43,6 +46,14 @@ def load_stack(name: str | None = None) -> dict:
             raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: {STACK_FIELDS}")
         if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
             raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
+    fam = d.get("family")
+    if fam is not None and (fam not in stack_names() or fam == name or not d.get("family_source")):
+        raise ValueError(f"stack {name!r}: field family: {fam!r} must be another stack of data/stacks/, with "
+                         "a family_source")
+    for i, q in enumerate(d.get("quoted_mfu", [])):
+        if not (isinstance(q, dict) and isinstance(q.get("mfu"), float) and 0 < q["mfu"] < 1
+                and q.get("gpu") and q.get("what") and q.get("source")):
+            raise ValueError(f"stack {name!r}: field quoted_mfu[{i}]: needs gpu, mfu in (0, 1), what and source")
     return d
 
 

@@ -129,6 +129,34 @@ def test_a_stack_of_another_year_shares_its_familys_mfu_bound():
     from lib.galvatron.stacks import stack_family
 
     assert stack_family("megatron-lm-2021") == "megatron-lm" == stack_family(None)
-    assert stack_family("deepspeed") == "deepspeed"
+    # a quoted MFU (no layout stated) counts for its family: Korthikanti et al.'s 54.2% on A100
+    assert best_published_mfu("a100-sxm-80gb", "megatron-lm")["mfu"] == 0.542
+    assert stack_family("deepspeed") == "megatron-lm" and stack_family("llm-foundry") == "fsdp"
+    assert stack_family("fsdp") == "fsdp"
     assert best_published_mfu("a100-sxm-80gb", "megatron-lm-2021") == best_published_mfu("a100-sxm-80gb",
                                                                                           "megatron-lm")
+
+
+def test_a_stack_file_with_a_bad_family_or_quoted_mfu_is_refused(tmp_path, monkeypatch):
+    import lib.galvatron.stacks as st
+
+    good = load_stack("megatron-lm")
+    for f in ("megatron-lm",):
+        (tmp_path / f"{f}.json").write_text(json.dumps(good))
+    bad = {"zz-no-family": {**good, "name": "zz-no-family", "family": "nemo-9", "family_source": "x"},
+           "zz-no-source": {**good, "name": "zz-no-source", "family": "megatron-lm"},
+           "zz-bad-mfu": {**good, "name": "zz-bad-mfu", "quoted_mfu": [{"gpu": "a100-sxm-80gb", "mfu": 54.2,
+                                                                        "what": "x", "source": "y"}]}}
+    for name, d in bad.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(d))
+    monkeypatch.setattr(st, "STACK_DIR", tmp_path)
+    st.load_stack.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="field family"):
+            st.load_stack("zz-no-family")
+        with pytest.raises(ValueError, match="field family"):
+            st.load_stack("zz-no-source")
+        with pytest.raises(ValueError, match=r"quoted_mfu\[0\]"):
+            st.load_stack("zz-bad-mfu")
+    finally:
+        st.load_stack.cache_clear()

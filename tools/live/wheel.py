@@ -31,7 +31,7 @@ EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py
            "lib/straggler/production.py", "lib/straggler/predict.py", "lib/straggler/production_report.py",
            "lib/straggler/production_figures.py", "lib/straggler/production_cli.py")
 #: Data folders the kept modules read.
-DATA = ("data/galvatron", "data/hardware", "data/production", "data/stacks")
+DATA = ("data/galvatron", "data/hardware", "data/production", "data/published_runs", "data/stacks")
 REQUIRES = ("numpy", "plotly")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

@@ -201,3 +201,13 @@ def _multi_node_cluster(hw, tps, overlap_coe: float) -> ClusterProfile:
         p2p_ms_per_mb=(inter if hw.n_nodes > 1 else intra), overlap_coe=overlap_coe, time_inflation=1.0,
         source=f"analytic from lib.hardware cluster profile {hw.name!r}: 1 / achievable bandwidth of the "
                f"node's link ({hw.node.name}) inside a node, of one GPU's fabric port across nodes")
+
+
+def run_shape(name: str, model: dict) -> "TransformerShape":
+    """The shape of a published run's ``model`` fields (``data/published_runs/``: layers, hidden, heads,
+    kv_heads, ffn, gated_mlp, vocab, seq_len; a null ffn is 4 x hidden, a null kv_heads the heads). Checked by
+    ``published.to_shape``; read raw (no pydantic) by ``plausibility.best_published_mfu``."""
+    m = model
+    return TransformerShape(name, m["layers"], m["hidden"], m["heads"], m["seq_len"],
+                            ffn_hidden=m.get("ffn") or 4 * m["hidden"], vocab=m["vocab"],
+                            gated_mlp=bool(m.get("gated_mlp")), n_kv_heads=m.get("kv_heads") or m["heads"])

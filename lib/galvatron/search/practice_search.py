@@ -15,8 +15,8 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
 - ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
   sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing;
 - a stack's limits (``rules.STACK_LIMITS``, ``data/stacks/``) leave out what the stack could not do: no
-  sequence parallelism, no selective recompute, no ZeRO stage, no context parallelism, or stages and chunks
-  of unequal layers.
+  sequence parallelism, no selective recompute, no ZeRO stage, no context parallelism, stages and chunks
+  of unequal layers, no interleaved chunks, no tensor parallelism or no pipeline.
 
 ``search_practice(job, rules)`` returns the best ``(config, estimate)`` and how many layouts it priced;
 ``None`` as config when nothing fits. Used in: ``lib/galvatron/validate.py``.
@@ -46,7 +46,8 @@ def layouts(job, rules: CostRules | None = None):
     """Every ParallelConfig of the bounded space (see the module docstring) for ``job`` under ``rules``."""
     rules = get_rules(rules)
     sh, n, B = job.shape, job.n_gpus, job.global_batch
-    tps = [t for t in _divisors(job.gpus_per_node) if n % t == 0 and sh.n_heads % t == 0]
+    tps = [t for t in _divisors(job.gpus_per_node) if n % t == 0 and sh.n_heads % t == 0
+           and (t == 1 or not rules.without_tensor_parallel)]
     cps = ([c for c in CP_DEGREES if sh.seq_len % c == 0] if rules.context_parallel
            and not rules.without_context_parallel else [1])
     even = rules.without_uneven_stages
@@ -62,7 +63,7 @@ def layouts(job, rules: CostRules | None = None):
             for pp in _divisors(rest):
                 if pp > sh.n_layers or (not rules.any_degrees and not (_pow2(pp) and _pow2(tp))):
                     continue
-                if even and sh.n_layers % pp:
+                if (even and sh.n_layers % pp) or (pp > 1 and rules.without_pipeline):
                     continue
                 dp = rest // pp
                 if B % dp:
@@ -74,7 +75,9 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                if rules.pipeline_schedules and pp > 1 and even:
+                if rules.without_interleaving:
+                    pass
+                elif rules.pipeline_schedules and pp > 1 and even:
                     vps = [v for v in range(1, VP_DEGREES_UNEVEN[-1] + 1) if (sh.n_layers // pp) % v == 0]
                 elif rules.pipeline_schedules and pp > 1 and rules.any_degrees:
                     vps = [v for v in VP_DEGREES_UNEVEN if pp * v <= sh.n_layers + 2]

@@ -136,6 +136,9 @@ class CostRules:
     without_context_parallel: bool = False
     without_uneven_stages: bool = False
     without_fused_attention: bool = False
+    without_interleaving: bool = False
+    without_tensor_parallel: bool = False
+    without_pipeline: bool = False
     wave_quantization: bool = False
     measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
@@ -300,8 +303,11 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: re-planned with what it had. One limit is priced too: ``without_fused_attention``, attention as separate
 #: kernels before FlashAttention (2022): the s x s scores are kept for backward, and the attention core runs
 #: at the GEMMs' rate over the whole square, as if ``fused_attention`` and ``attention_efficiency`` were off.
+#: ``without_interleaving``: 1F1B without virtual stages (``vp`` is 1), as DeepSpeed's pipeline engine runs;
+#: ``without_tensor_parallel``, ``without_pipeline``: ``tp`` or ``pp`` is 1 (FSDP alone, as llm-foundry).
 STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "without_zero",
-                "without_context_parallel", "without_uneven_stages", "without_fused_attention")
+                "without_context_parallel", "without_uneven_stages", "without_fused_attention",
+                "without_interleaving", "without_tensor_parallel", "without_pipeline")
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives") + STACK_LIMITS
 #: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
 #: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
