@@ -119,9 +119,10 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
         raise UserError(f"--stack: {e}") from None
     found, priced = search_top(job, rules, top)
     if not found:
-        raise UserError(f"--gpus {job.n_gpus}: no layout of {job.shape.name} with --global-batch "
+        raise UserError(f"--gpus {job.n_gpus}: no layout fits: none of {job.shape.name} with --global-batch "
                         f"{job.global_batch} fits in {job.gpu.usable_mem_bytes / 1e9:.1f} GB per GPU "
-                        f"({priced} priced); allowed: more GPUs or a smaller --seq-len")
+                        f"({priced:,} priced); allowed: more GPUs, a smaller --global-batch or a smaller "
+                        "--seq-len")
     peak = job.gpu.flops(job.dtype)
     rows = []
     for cfg, est in found:

@@ -445,34 +445,24 @@ class JobAnswer:
 
 
 def job_answer(settings: JobSettings) -> JobAnswer:
-    """The planner's top layouts for ``settings`` under ``practice`` and the default stack (estimated);
-    a bad setting comes back as ``error`` (the one line ``plan`` would print), not as an exception."""
+    """The planner's top layouts for ``settings`` under ``practice`` and the default stack (estimated): the
+    report of ``job_plan.plan``, the command line's own; a bad setting comes back as ``error`` (the one line
+    ``plan`` would print), not as an exception."""
     from lib.cli_errors import UserError
 
-    from .job_plan import make_job, read_model, shape_from_config
-    from .search.practice_search import search_top
-    from .search.rules import PRACTICE
-    from .stacks import stack_rules
+    from .job_plan import make_job, plan, read_model, shape_from_config
 
     s = settings
     name = s.model if isinstance(s.model, str) else "your model"
     try:
         shape = (read_model(s.model, s.seq_len) if isinstance(s.model, str)
                  else shape_from_config(s.model, name, s.seq_len, where="config"))
-        job = make_job(shape, s.gpu, s.gpus, s.global_batch)
-        found, priced = search_top(job, stack_rules(PRACTICE, None), s.top)
+        report = plan(make_job(shape, s.gpu, s.gpus, s.global_batch), None, s.top)
     except UserError as e:
         return JobAnswer(s, name, (), 0.0, 0, str(e))
-    usable = job.gpu.usable_mem_bytes / 1e9
-    if not found:
-        return JobAnswer(s, name, (), usable, priced,
-                         f"no layout fits in {usable:.1f} GB per GPU ({priced:,} priced): more GPUs, a "
-                         "smaller global batch or shorter sequences")
-    peak = job.gpu.flops(job.dtype)
-    rows = tuple({"label": c.label(), "tokens_per_s_per_gpu": e["tokens_per_s_per_gpu"],
-                  "mfu": e["tflops_per_gpu"] * 1e12 / peak, "peak_gb": e["peak_gb"], "step_s": e["step_s"]}
-                 for c, e in found)
-    return JobAnswer(s, name, rows, usable, priced)
+    rows = tuple({k: r[k] for k in ("label", "tokens_per_s_per_gpu", "mfu", "peak_gb", "step_s")}
+                 for r in report["layouts"])
+    return JobAnswer(s, name, rows, report["usable_gb"], report["priced"])
 
 
 def job_figure(a: JobAnswer):

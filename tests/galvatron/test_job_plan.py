@@ -129,7 +129,7 @@ def test_bad_models_name_the_file_or_field(tmp_path, capsys):
     assert code == 2 and "--global-batch: required with --model" in err
     code, _, err = _cli(["plan", "--model", "llama3-405b", "--gpus", "8", "--global-batch", "8",
                          "--seq-len", "8192"], capsys)
-    assert code == 2 and "no layout of llama3-405b" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "no layout fits: none of llama3-405b" in err and len(err.strip().splitlines()) == 1
     code, _, err = _cli(["plan", "--model", "llama3-8b", "--search", "bert-huge-32"], capsys)
     assert code == 2 and "exactly one of --plan FILE, --search MODEL or --model MODEL" in err
 
