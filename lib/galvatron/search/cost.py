@@ -288,10 +288,13 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
-def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier) -> float:
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False) -> float:
     """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
     once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), the
-    per-micro-batch ones under each of the ``m``. Without ZeRO stages: ``_dp_exposed_layerwise``."""
+    per-micro-batch ones under each of the ``m``. ``queued`` (the candidate ``rules.queued_collectives``): the
+    per-micro-batch ones may run on under the next micro-batch's compute, so the queue costs only what it
+    outgrows a micro-batch's forward and backward by, m - 1 times, and the last one's tail. Without ZeRO
+    stages: ``_dp_exposed_layerwise``."""
     if d == 1:
         return 0.0
     t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
@@ -300,8 +303,11 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier) -> float:
     for kind, nbytes, phase in colls["per_micro_batch"]:
         t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
     windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
-    return (sum(max(0.0, t_step[p] - w) for p, w in windows)
-            + m * sum(max(0.0, t_mb[p] - w) for p, w in windows))
+    once = sum(max(0.0, t_step[p] - w) for p, w in windows)
+    if not queued:
+        return once + m * sum(max(0.0, t_mb[p] - w) for p, w in windows)
+    backlog = max(0, m - 1) * max(0.0, t_mb["fwd"] + t_mb["bwd"] - (mb_fwd + mb_bwd))
+    return once + backlog + sum(max(0.0, t_mb[p] - w) for p, w in windows)
 
 
 def _layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
@@ -460,7 +466,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             # whole buffer through its own port, however many GPUs of a node share the group
             flat = rules.flat_zero3_collectives and zero == 3
             dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
-                                    layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat)
+                                    layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat,
+                                    queued=rules.queued_collectives)
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

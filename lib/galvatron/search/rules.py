@@ -61,7 +61,8 @@ size as a search dimension (``micro_batch_search``) and the attention kernel's o
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
 as flat rings at the port's speed; and ``STACK_LIMITS``, what a stack could not do, which the search leaves
 out); they are off in every preset and set per run by ``validate.run_rules``
-from the run's source and its stack (``data/stacks/``). Two candidate mechanisms (``CANDIDATE_FIELDS``: ``wave_quantization``, tile and wave
+from the run's source and its stack (``data/stacks/``). Three candidate mechanisms (``CANDIDATE_FIELDS``; the third,
+``queued_collectives``, lets per-micro-batch ZeRO collectives run on under later compute) (``wave_quantization``, tile and wave
 quantization of every GEMM, ``quantization.py``; ``measured_collectives``, the fabric's published achieved
 bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in every preset, ``practice``
 included, because on the published runs they do not yet earn their place (``validate --with NAME`` turns
@@ -141,6 +142,7 @@ class CostRules:
     without_pipeline: bool = False
     wave_quantization: bool = False
     measured_collectives: bool = False
+    queued_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -316,7 +318,12 @@ STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives") + STACK_LIMITS
 #: ``measured_collectives``: the hierarchical network's collectives at the bus bandwidth and latency that
 #: published collective benchmarks measured for the fabric, as functions of ranks and nodes
 #: (``data/hardware/fabrics/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
-CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives")
+#: ``queued_collectives``: the per-micro-batch data-parallel collectives (ZeRO-2's gradient reduce-scatter,
+#: ZeRO-3's gathers) queue on their own stream and may run on under the next micro-batch's compute; only the
+#: last micro-batch's tail, and a queue that grows faster than compute drains it, are exposed. Off: each one
+#: must finish inside its own micro-batch's forward or backward, as when the framework waits for it at the
+#: end of every backward call (PyTorch FSDP's post-backward callback).
+CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives", "queued_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
