@@ -297,7 +297,7 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: spans nodes run as one flat ring at each GPU's port speed, not hierarchically (``data/stacks/``: the
 #: DeepSpeed ZeRO-3 of SC'21's Table 2).
 #: What a stack cannot do (``STACK_LIMITS``; off in every preset and in today's stacks): the search leaves
-#: such layouts out, and pricing reads only the last of them. ``without_sequence_parallel``, ``without_selective_recompute``:
+#: such layouts out, and pricing reads only ``without_fused_attention``. ``without_sequence_parallel``, ``without_selective_recompute``:
 #: Megatron-LM before Korthikanti et al. (2022) had neither; ``without_zero``: no ZeRO stage (Megatron-LM's
 #: distributed optimizer came in 2022), so ``zero`` is 0; ``without_context_parallel``: no context parallelism
 #: (Megatron-Core's came in 2024); ``without_uneven_stages``: every stage and chunk holds the same number of
