@@ -89,7 +89,7 @@ def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
     from .search.analytic import run_shape
     from .search.cost import model_flops_per_token
     from .search.efficiency import load_gpu
-    from .stacks import DEFAULT_STACK, stack_family
+    from .stacks import DEFAULT_STACK, load_stack, stack_family, stack_names
 
     peak = load_gpu(gpu).flops("bf16")
     family = None if stack is None else stack_family(stack)
@@ -105,11 +105,10 @@ def best_published_mfu(gpu: str, stack: str | None = None) -> dict | None:
             if best is None or mfu > best["mfu"]:
                 best = {"mfu": round(mfu, 4), "run": r["name"]}
     # MFUs a source quotes without a layout to price (a stack file's "quoted_mfu")
-    for f in sorted((Path(__file__).resolve().parents[2] / "data" / "stacks").glob("*.json")):
-        d = json.loads(f.read_text(encoding="utf-8"))
-        if family is not None and d.get("family", d["name"]) != family:
+    for name in stack_names():
+        if family is not None and stack_family(name) != family:
             continue
-        for q in d.get("quoted_mfu", []):
+        for q in load_stack(name).get("quoted_mfu", []):
             if q["gpu"] == gpu and (best is None or q["mfu"] > best["mfu"]):
                 best = {"mfu": q["mfu"], "run": f"quoted: {q['what']} ({q['source'].split(':')[0]})"}
     return best
