@@ -75,13 +75,12 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                if rules.without_interleaving:
-                    pass
-                elif rules.pipeline_schedules and pp > 1 and even:
+                interleaves = rules.pipeline_schedules and pp > 1 and not rules.without_interleaving
+                if interleaves and even:
                     vps = [v for v in range(1, VP_DEGREES_UNEVEN[-1] + 1) if (sh.n_layers // pp) % v == 0]
-                elif rules.pipeline_schedules and pp > 1 and rules.any_degrees:
+                elif interleaves and rules.any_degrees:
                     vps = [v for v in VP_DEGREES_UNEVEN if pp * v <= sh.n_layers + 2]
-                elif rules.pipeline_schedules and pp > 1:
+                elif interleaves:
                     vps = [v for v in VP_DEGREES if all(x % v == 0 for x in layers)]
                 for mb in mbs:
                     for vp in vps:
