@@ -10,8 +10,9 @@ runs without pipeline parallelism, and report the error on fitted and held-out r
         # (``efficiency_wave_quantized``), used only with that switch
 
 Why these runs: with pp = 1 a run's time is compute, tensor-parallel messages and the data-parallel tail, so
-its error says most about compute efficiency; every pipelined run (and both Llama 3 runs) is held out to judge
-the schedules, stages and network. Objective: mean squared log error of tokens/s/GPU under ``practice``
+its error says most about compute efficiency; every pipelined run is held out to judge the schedules, stages
+and network, except the two Llama 3 runs, on which a stack field was chosen (``data/stacks/meta-llama3.json``,
+``chosen_on``): they are reported apart, as "chosen". Objective: mean squared log error of tokens/s/GPU under ``practice``
 (lib/galvatron/validate.py: fit_efficiency). tests/galvatron/test_validate.py checks the stored constants
 are this fit's.
 """
@@ -31,6 +32,7 @@ from lib.atomic import write_text  # noqa: E402
 from lib.galvatron.search.efficiency import GPU_DIR, at_edge, load_gpu  # noqa: E402
 from lib.galvatron.published import load_runs  # noqa: E402
 from lib.galvatron.search.rules import PRACTICE  # noqa: E402
+from lib.galvatron.stacks import chosen_on  # noqa: E402
 from lib.galvatron.validate import MICRO_BATCH_FILLS, estimate_run, fit_efficiency, with_efficiency  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs" / "calibration.json"
@@ -49,7 +51,8 @@ def main(argv=None):
     if a.write and a.fill != "search":
         ap.error("--write stores the constants of validate's own fill only (--fill search)")
     runs = load_runs(str(RUNS)).runs
-    every = {"fitted": [], "held out": []}
+    every = {"fitted": [], "chosen": [], "held out": []}
+    chose = chosen_on()                   # runs a stack field was chosen on: reported apart
     for name in ("a100-sxm-80gb", "h100-sxm-80gb"):
         p, k, rms, names = fit_efficiency(runs, name, a.fill, rules)
         edge = at_edge(p, k)
@@ -60,7 +63,7 @@ def main(argv=None):
             if r.cluster.gpu != name:
                 continue
             e = estimate_run(r, rules, g, a.fill)
-            tag = "fitted" if r.name in names else "held out"
+            tag = "fitted" if r.name in names else "chosen" if r.name in chose else "held out"
             every[tag].append(abs(e["error"]))
             print(f"  {tag:<9}{r.name:26s} error {e['error']:+.1%}  fits {e['fits']}  peak {e['peak_gb']:.1f} GB")
         if a.write:
@@ -79,10 +82,12 @@ def main(argv=None):
             d["heldout_error"] = {"median_abs": med, "runs": names}
             d["sources"]["heldout_error"] = ("computed by `python benchmarks/fit_efficiency.py --write` "
                                              "(lib/galvatron/plausibility.py): the median |error| under practice "
-                                             "of the runs listed, none of them fitted")
+                                             "of the runs listed, none of them fitted or chosen on")
             write_text(str(path), json.dumps(d, indent=2) + "\n")
             print(f"{name}: stated uncertainty (held-out median |error|) {med:.1%} over {len(names)} runs")
     for tag, errs in every.items():
+        if not errs:
+            continue
         print(f"{tag}: {len(errs)} runs, median |error| {np.median(errs):.1%}, largest {max(errs):.1%}")
 
 

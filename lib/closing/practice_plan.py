@@ -30,9 +30,14 @@ from lib.galvatron.search.efficiency import load_gpu
 from lib.galvatron.search.layout import Job as LayoutJob
 from lib.galvatron.search.layout import ParallelConfig
 from lib.galvatron.search.practice_search import search_practice
+from lib.galvatron.search.rules import get_rules
+from lib.galvatron.stacks import stack_rules
 
 from .llama3 import LLAMA3_PP, LLAMA3_TP, llama3_dp
 
+#: The software stack of Meta's Llama 3 runs (``data/stacks/meta-llama3.json``): its FSDP queues each
+#: micro-batch's reduce-scatters under the next micro-batch's compute (the paper's section 3.3.2).
+META_STACK = "meta-llama3"
 #: The GPU type (``data/hardware/gpus/``) of each cluster profile the closing chapter can run on.
 CLUSTER_GPU = {"h100-cluster": "h100-sxm-80gb"}
 #: Models without dropout layers (Llama's architecture has none, as the published runs state).
@@ -88,19 +93,25 @@ def meta_config(n_gpus: int) -> ParallelConfig:
     return ParallelConfig(tp=LLAMA3_TP, pp=LLAMA3_PP, dp=llama3_dp(n_gpus), sequence_parallel=True, zero=2)
 
 
+def meta_rules():
+    """``practice`` as it applies to Meta's stack (``META_STACK``)."""
+    return stack_rules(get_rules("practice"), META_STACK)
+
+
 def meta_interleaved(job) -> PracticePlan:
     """Meta's layout (``meta_beside``'s) with the interleaving Llama 3's paper describes, priced under
-    ``practice``: section 3.3.2 uses an interleaved schedule and takes one layer from the first and the last
-    stage, so that "the first model chunk on the first stage has only the embedding, and the last model chunk
-    on the last stage has only output projection and loss calculation": chunks of one layer, (layers + 2) / PP
-    of them per stage (126 layers, PP 16: VP 8). The paper does not state VP, so ``data/published_runs/``
-    keeps it null; ``validate``'s fill by search (``fills.py``) picks the same VP 8."""
+    ``practice`` as it applies to Meta's stack: section 3.3.2 uses an interleaved schedule and takes one layer
+    from the first and the last stage, so that "the first model chunk on the first stage has only the
+    embedding, and the last model chunk on the last stage has only output projection and loss calculation":
+    chunks of one layer, (layers + 2) / PP of them per stage (126 layers, PP 16: VP 8). The paper does not state
+    VP, so ``data/published_runs/`` keeps it null; ``validate``'s fill by search (``fills.py``) picks the same
+    VP 8."""
     meta, _ = meta_beside(job)
     layers = SHAPES[job.model].n_layers
     if (layers + 2) % meta.config.pp:
         raise ValueError(f"{job.model}: {layers} layers + 2 are not a whole number of one-layer chunks per "
                          f"stage for pp={meta.config.pp}")
-    return price(job, meta.config.with_(vp=(layers + 2) // meta.config.pp))
+    return price(job, meta.config.with_(vp=(layers + 2) // meta.config.pp), meta_rules())
 
 
 def published_llama3(n_gpus: int):
@@ -129,13 +140,13 @@ def search(job) -> tuple[PracticePlan, float]:
 
 
 def meta_beside(job) -> tuple[PracticePlan, object]:
-    """Meta's layout on ``job``'s GPUs priced under ``practice`` and the published run it comes from (the
-    run's own fields, its unstated ones filled as ``validate`` fills them: each searched alone for the
-    fastest setting that fits, ``fills.py``), or ``meta_config`` and None where no run was published at
-    that size."""
+    """Meta's layout on ``job``'s GPUs priced under ``practice`` as it applies to Meta's stack (``META_STACK``)
+    and the published run it comes from (the run's own fields, its unstated ones filled as ``validate`` fills
+    them: each searched alone for the fastest setting that fits, ``fills.py``), or ``meta_config`` and None
+    where no run was published at that size."""
     run = published_llama3(job.n_gpus) if job.model == "llama3-405b" else None
-    if run is None:
-        return price(job, meta_config(job.n_gpus)), None
+    if run is None:     # Meta's layout at another size, under Meta's stack as the published runs name it
+        return price(job, meta_config(job.n_gpus), meta_rules()), None
     from lib.galvatron.fills import SEARCHED, fill_by_search
     from lib.galvatron.published import to_config
     from lib.galvatron.validate import run_rules

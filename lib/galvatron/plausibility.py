@@ -1,8 +1,9 @@
 """The model's stated uncertainty, and what a pick's lead is worth under it.
 
 The uncertainty of the cost model on one GPU type is its *held-out error*: the median |error| of tokens/s/GPU
-over the published runs on that GPU type that no constant was fitted to (``calibration.json``'s runs outside
-the efficiency fit's ``fitted_to``, and every run of ``heldout.json``), under ``practice``. It is stored in
+over the published runs on that GPU type that no constant was fitted to and no stack field chosen on
+(``calibration.json``'s runs outside the efficiency fit's ``fitted_to`` and the stacks' ``chosen_on``, and
+every run of ``heldout.json``), under ``practice``. It is stored in
 ``data/hardware/gpus/<gpu>.json`` (``heldout_error``) by ``benchmarks/fit_efficiency.py --write``
 (``validate.heldout_error`` computes it), and tests/galvatron/test_plausibility.py checks the stored figure
 is that computation's.
@@ -42,13 +43,15 @@ def stated_error(gpu: str) -> float:
 
 
 def heldout_runs(gpu: str) -> list:
-    """The published runs on ``gpu`` that no constant was fitted to: ``calibration.json``'s outside the
-    efficiency fit and every run of ``heldout.json``."""
+    """The published runs on ``gpu`` that no constant was fitted to and no stack field chosen on:
+    ``calibration.json``'s outside the efficiency fit and the stacks' ``chosen_on``, and every run of
+    ``heldout.json``."""
     from .published import load_runs
     from .search.efficiency import load_gpu
+    from .stacks import chosen_on
 
     root = GPU_DIR.parents[1] / "published_runs"
-    fitted = set(load_gpu(gpu).fitted_to)
+    fitted = set(load_gpu(gpu).fitted_to) | set(chosen_on())
     runs = [r for r in load_runs(str(root / "calibration.json")).runs if r.name not in fitted]
     runs += load_runs(str(root / "heldout.json")).runs
     return [r for r in runs if r.cluster.gpu == gpu]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import stacks
 from .plausibility import lead_range
 from .published import load_runs, to_job, to_shape
 from .ranking import sweep_of
@@ -27,7 +28,6 @@ from .search.report import Table
 from .validate import estimate_run, validate_runs
 
 RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "published_runs"
-STACKS_DIR = Path(__file__).resolve().parents[2] / "data" / "stacks"
 #: The files of published sweeps, with the source each quotes.
 SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
                "bloom_topology.json": "BLOOM-176B tuning notes"}
@@ -35,13 +35,9 @@ GIB = 2**30
 
 
 def chosen_on() -> dict:
-    """{run name: what it chose or fitted}: stack fields' ``chosen_on`` and GPUs' ``fitted_to``."""
-    out = {}
-    for p in sorted(STACKS_DIR.glob("*.json")):
-        stack = json.loads(p.read_text())
-        for field, v in stack.get("fields", {}).items():
-            for name in v.get("chosen_on", []) if isinstance(v, dict) else []:
-                out[name] = f"chose {stack.get('name', p.stem)}'s {field}"
+    """{run name: what it chose or fitted}: stack fields' ``chosen_on`` (``stacks.chosen_on``) and GPUs'
+    ``fitted_to``."""
+    out = stacks.chosen_on()
     for p in sorted(Path(GPU_DIR).glob("*.json")):
         for name in json.loads(p.read_text())["efficiency"]["fitted_to"]:
             out[name] = f"fitted {p.stem}'s efficiency"

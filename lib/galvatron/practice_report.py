@@ -165,16 +165,19 @@ def most_needed(rows) -> str:
 
 def run_table(runs, ab: Ablation, fitted: set, step: int = -1) -> Table:
     """Run by run under one step of the ablation (default: the last, i.e. ``practice``): published (quoted),
-    estimate, error, fits, peak memory, and whether the run was fitted or held out."""
-    rows = []
+    estimate, error, fits, peak memory, and whether the run was fitted, chose a stack's rule
+    (``stacks.chosen_on``) or is held out."""
+    from .stacks import chosen_on
+
+    chose, rows = chosen_on(), []
     for j, run in enumerate(runs):
         e, err = ab.estimate[step, j], ab.error[step, j]
         rows.append([run.name, to_config(run).label(), f"{ab.published[j]:,.1f}",
                      "-" if not np.isfinite(e) else f"{e:,.1f}", "-" if not np.isfinite(err) else f"{err:+.1%}",
                      "yes" if ab.fits[step, j] else "NO", f"{ab.peak_gb[step, j]:.1f}",
-                     "fitted" if run.name in fitted else "held out"])
+                     "fitted" if run.name in fitted else "chose a rule" if run.name in chose else "held out"])
     return Table(["run", "published configuration", "published (quoted)", "estimate", "error", "fits",
-                  "peak GB", "efficiency"], rows,
+                  "peak GB", "status"], rows,
                  caption=f"tokens/s/GPU; estimates under {ab.steps[step]}")
 
 

@@ -46,6 +46,8 @@ def load_stack(name: str | None = None) -> dict:
             raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: {STACK_FIELDS}")
         if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
             raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
+        if not (isinstance(v.get("chosen_on", []), list) and all(isinstance(r, str) for r in v.get("chosen_on", []))):
+            raise ValueError(f"stack {name!r}: field fields.{k}.chosen_on: must be a list of run names")
     fam = d.get("family")
     if fam is not None and (fam not in stack_names() or fam == name or not d.get("family_source")):
         raise ValueError(f"stack {name!r}: field family: {fam!r} must be another stack of data/stacks/, with "
@@ -63,6 +65,17 @@ def stack_family(name: str | None = None) -> str:
     (``plausibility.best_published_mfu``)."""
     d = load_stack(name)
     return d.get("family", d["name"])
+
+
+def chosen_on() -> dict:
+    """{run name: "chose <stack>'s <field>"} for every run a stack field was chosen on (its ``chosen_on``): such
+    runs judged the choice, so they are reported apart from the held-out runs."""
+    out = {}
+    for name in stack_names():
+        for field, v in load_stack(name)["fields"].items():
+            for run in v.get("chosen_on", []):
+                out[run] = f"chose {name}'s {field}"
+    return out
 
 
 def stack_rules(rules: CostRules, name: str | None = None) -> CostRules:

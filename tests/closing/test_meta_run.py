@@ -25,7 +25,7 @@ def test_meta_start_is_the_published_run_priced_beside_its_reported_step(start):
     assert start.reported_tokens_s == pub.measured.tokens_per_s_per_gpu == pytest.approx(151.0)
     # Meta's step: 2,048 sequences of 8,192 tokens over 16,384 GPUs at 151 tokens/s each
     assert start.reported_step_s == pytest.approx(2048 * 8192 / (16_384 * 151.0))
-    assert start.error == pytest.approx(est["error"]) and -0.25 < start.error < -0.10
+    assert start.error == pytest.approx(est["error"]) and abs(start.error) < 0.02
     t = start.priced.terms
     assert start.model_sync_s == pytest.approx(t["step_s"] - t["pipeline_s"])
     assert t["fits"] and t["peak_bytes"] / 2**30 < CHAPTER_JOB.budget_gb
@@ -41,8 +41,9 @@ def test_the_two_splits_put_the_gap_on_one_side_each(start):
     assert comp.compute_s == pytest.approx(start.reported_step_s - start.model_sync_s)
     assert comm.compute_s == pytest.approx(t["pipeline_s"])              # the model's pipeline kept
     assert comm.sync_s == pytest.approx(start.reported_step_s - t["pipeline_s"])
-    # the model's step is longer than Meta's, so counting the gap as compute shortens T_c
-    assert comp.compute_s < comm.compute_s and comp.sync_s > comm.sync_s
+    # the model's step is shorter than Meta's, so counting the gap as compute lengthens T_c
+    assert t["step_s"] < start.reported_step_s
+    assert comp.compute_s > comm.compute_s and comp.sync_s < comm.sync_s
     with pytest.raises(ValueError, match="gap must be one of"):
         mr.split_step(start, "both")
 
@@ -64,17 +65,18 @@ def test_without_a_published_run_the_models_step_is_the_chains():
 
 
 def test_the_chapters_held_out_error_is_the_h100s_stated_error():
-    # one definition (lib/galvatron/plausibility.py): the median |error| over the 12 H100 runs no constant
-    # was fitted to (7 of calibration.json, 5 of heldout.json), 16.8%; 4 runs fitted the H100's efficiency
+    # one definition (lib/galvatron/plausibility.py): the median |error| over the 10 H100 runs no constant
+    # was fitted to and no stack rule chosen on (5 of calibration.json, 5 of heldout.json), 15.7%; 4 runs
+    # fitted the H100's efficiency, and the two Llama 3 runs chose Meta's stack's queued reduce-scatters
     from lib.closing.report import held_glue
     from lib.galvatron.plausibility import stated_error
 
     assert held_glue("h100-sxm-80gb") == {"stated_error": f"{stated_error('h100-sxm-80gb'):.1%}",
-                                          "n_held": "12", "n_fitted": "4"}
-    assert 0.16 < stated_error("h100-sxm-80gb") < 0.18
-    # Meta's stated layout is further off than that: -17.2% against Meta's 151 tokens/s/GPU
+                                          "n_held": "10", "n_fitted": "4"}
+    assert 0.15 < stated_error("h100-sxm-80gb") < 0.165
+    # Meta's stated layout, under Meta's stack, is well within it: +0.9% against Meta's 151 tokens/s/GPU
     start = mr.meta_start(CHAPTER_JOB)
-    assert abs(start.error) > stated_error("h100-sxm-80gb") and start.error == pytest.approx(-0.172, abs=1e-3)
+    assert abs(start.error) < stated_error("h100-sxm-80gb") and start.error == pytest.approx(0.009, abs=1e-3)
 
 
 def test_within_says_whether_a_lead_is_inside_the_error():

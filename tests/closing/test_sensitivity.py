@@ -49,12 +49,12 @@ def test_sensitivity_is_the_chain_under_each_step_and_tail():
         assert r.est == split_step(start, gap)
         assert r.eff_no_backup == pytest.approx(meta_run(CHAPTER_JOB, gap).eff_no_backup)
         assert r.backup_gpus == 3 * 128  # ceil(2% of 128) of Meta's replicas of 128 GPUs
-    # the chapter's numbers (a regression guard): the gap as compute keeps 75.6% with the page's tail,
-    # as communication 70.7%, the pick 70.5%; backups: Meta's 88.6% and 86.3%, the pick's 81.3%
+    # the chapter's numbers (a regression guard): the gap as compute keeps 70.5% with the page's tail,
+    # as communication 70.7%, the pick 70.5%; backups: Meta's 86.2% and 86.3%, the pick's 81.3%
     m_c, m_x = by[STEPS[0], PAGE_TAIL.name], by[STEPS[1], PAGE_TAIL.name]
-    assert m_c.eff_no_backup == pytest.approx(0.756, abs=0.01)
-    assert m_x.eff_no_backup == pytest.approx(0.707, abs=0.01)
-    assert m_c.eff_no_backup > m_x.eff_no_backup  # more communication dilutes the stragglers' tax
+    assert m_c.eff_no_backup == pytest.approx(0.705, abs=0.005)
+    assert m_x.eff_no_backup == pytest.approx(0.707, abs=0.005)
+    assert m_c.eff_no_backup < m_x.eff_no_backup  # more communication dilutes the stragglers' tax
     assert min(m_c.eff_backup, m_x.eff_backup) > page_pick.eff_backup  # smaller replicas, cheaper backups
     for c in cases:  # the failure stage without backups does not depend on the step model
         assert c.run.fail_no_backup["kept"] == pytest.approx(pick.fail_no_backup["kept"])

@@ -291,7 +291,7 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
 def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False) -> float:
     """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
     once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), the
-    per-micro-batch ones under each of the ``m``. ``queued`` (the candidate ``rules.queued_collectives``): the
+    per-micro-batch ones under each of the ``m``. ``queued`` (the stack field ``rules.queued_collectives``): the
     per-micro-batch ones may run on under the next micro-batch's compute, so the queue costs only what it
     outgrows a micro-batch's forward and backward by, m - 1 times, and the last one's tail. Without ZeRO
     stages: ``_dp_exposed_layerwise``."""

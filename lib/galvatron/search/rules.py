@@ -57,16 +57,17 @@ stages 1-3 with overlapped collectives (``zero_stages``), sequence parallelism a
 hierarchical network (``hierarchical_network``, ``oversubscription``, ``pod_nodes``), any degrees and
 uneven stages (``any_degrees``), shape-dependent compute efficiency (``shape_efficiency``), micro-batch
 size as a search dimension (``micro_batch_search``) and the attention kernel's own efficiency
-(``attention_efficiency``). Two more fields say what a job's software stack does (``STACK_FIELDS``:
+(``attention_efficiency``). Three more fields say what a job's software stack does (``STACK_FIELDS``:
 ``tp_comm_overlap``, TP messages overlapped with the GEMMs; ``flat_zero3_collectives``, ZeRO-3's collectives
-as flat rings at the port's speed; and ``STACK_LIMITS``, what a stack could not do, which the search leaves
-out); they are off in every preset and set per run by ``validate.run_rules``
-from the run's source and its stack (``data/stacks/``). Three candidate mechanisms (``CANDIDATE_FIELDS``; the third,
-``queued_collectives``, lets per-micro-batch ZeRO collectives run on under later compute) (``wave_quantization``, tile and wave
-quantization of every GEMM, ``quantization.py``; ``measured_collectives``, the fabric's published achieved
-bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in every preset, ``practice``
-included, because on the published runs they do not yet earn their place (``validate --with NAME`` turns
-one on). They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
+as flat rings at the port's speed; ``queued_collectives``, per-micro-batch ZeRO collectives that run on under
+the next micro-batch's compute, as Meta's FSDP does for Llama 3; and ``STACK_LIMITS``, what a stack could not
+do, which the search leaves out); they are off in every preset and set per run by ``validate.run_rules``
+from the run's source and its stack (``data/stacks/``). Two candidate mechanisms (``CANDIDATE_FIELDS``:
+``wave_quantization``, tile and wave quantization of every GEMM, ``quantization.py``; ``measured_collectives``,
+the fabric's published achieved bandwidth by nodes spanned, ``fabrics.py``) are built and tested but off in
+every preset, ``practice`` included, because on the published runs they do not yet earn their place
+(``validate --with NAME`` turns one on).
+They are read by ``cost.step_estimate`` (a whole step of a uniform Transformer) and ``practice_search.py``,
 never by the layer-wise model and search above, so ``PRESETS`` (the two presets the paper's search takes) is unchanged; ``get_rules`` knows all three
 (``ALL_PRESETS``). With every switch off, ``cost.step_estimate`` gives the layer-wise model's step time and
 memory of a uniform layout under either preset (``tests/galvatron/search/test_practice_mechanisms.py``).
@@ -140,9 +141,9 @@ class CostRules:
     without_interleaving: bool = False
     without_tensor_parallel: bool = False
     without_pipeline: bool = False
+    queued_collectives: bool = False
     wave_quantization: bool = False
     measured_collectives: bool = False
-    queued_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
@@ -310,7 +311,14 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "without_zero",
                 "without_context_parallel", "without_uneven_stages", "without_fused_attention",
                 "without_interleaving", "without_tensor_parallel", "without_pipeline")
-STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives") + STACK_LIMITS
+#: ``queued_collectives``: the per-micro-batch data-parallel collectives (ZeRO-2's gradient reduce-scatter,
+#: ZeRO-3's gathers) queue on their own stream and may run on under the next micro-batch's compute; only the
+#: last micro-batch's tail, and a queue that grows faster than compute drains it, are exposed. Off (every
+#: stack but Meta's): each one must finish inside its own micro-batch's forward or backward, as when the
+#: framework waits for it at the end of every backward call (PyTorch FSDP's post-backward callback). On for
+#: ``meta-llama3``: the Llama 3 paper (section 3.3.2) says its FSDP "can tolerate longer network latency by
+#: asynchronously prefetching sharded model weights and reducing gradients".
+STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives") + STACK_LIMITS
 #: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
 #: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
 #: ``wave_quantization``: every GEMM of a layer at the GPU's fitted efficiency times its tile- and
@@ -318,12 +326,7 @@ STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives") + STACK_LIMITS
 #: ``measured_collectives``: the hierarchical network's collectives at the bus bandwidth and latency that
 #: published collective benchmarks measured for the fabric, as functions of ranks and nodes
 #: (``data/hardware/fabrics/fabrics.json``, ``fabrics.py``), instead of the datasheet's x ``link_efficiency``.
-#: ``queued_collectives``: the per-micro-batch data-parallel collectives (ZeRO-2's gradient reduce-scatter,
-#: ZeRO-3's gathers) queue on their own stream and may run on under the next micro-batch's compute; only the
-#: last micro-batch's tail, and a queue that grows faster than compute drains it, are exposed. Off: each one
-#: must finish inside its own micro-batch's forward or backward, as when the framework waits for it at the
-#: end of every backward call (PyTorch FSDP's post-backward callback).
-CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives", "queued_collectives")
+CANDIDATE_FIELDS = ("wave_quantization", "measured_collectives")
 
 GALVATRON2 = CostRules(name="galvatron2")
 VLDB2023 = CostRules(name="vldb2023", chunks="artifact", stage_budgets="full", division_input="pure-dp",
