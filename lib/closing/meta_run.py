@@ -45,8 +45,8 @@ class MetaStart:
 
     @property
     def error(self) -> float | None:
-        """The priced layout's tokens/s/GPU over Meta's reported one, minus 1 (held out: no constant was
-        fitted to Llama 3's runs)."""
+        """The priced layout's tokens/s/GPU over Meta's reported one, minus 1 (no constant was fitted to Llama 3's
+        runs, but Meta's stack's queued reduce-scatters were chosen on them: ``data/stacks/meta-llama3.json``)."""
         if self.reported_tokens_s is None:
             return None
         return self.priced.terms["tokens_per_s_per_gpu"] / self.reported_tokens_s - 1

@@ -111,7 +111,8 @@ def meta_glue(start) -> dict[str, str]:
 
 def held_glue(gpu: str) -> dict[str, str]:
     """Name -> text for the practice model's stated error on GPU type ``gpu`` (``plausibility.stated_error``:
-    the median |error| over the published runs on ``gpu`` no constant was fitted to), how many runs that is,
+    the median |error| over the published runs on ``gpu`` no constant was fitted to and no stack rule chosen
+    on), how many runs that is,
     and how many runs its efficiency constants were fitted to."""
     from lib.galvatron.plausibility import heldout_runs, stated_error
     from lib.galvatron.search.efficiency import load_gpu
@@ -144,7 +145,7 @@ def stage1_table(start, pick: OneRun, rel: float) -> HTMLTable:
     head = ("", "Meta's layout, priced", f"Meta's run ({SOURCES['tflops']}, §3.3.2)", "the planner's pick")
     return HTMLTable(head, rows, f"{j.model} on {j.n_gpus:,} GPUs of h100-cluster, {j.rules} cost rules; "
                      f"stated error {rel:.1%}: the median |error| on the published runs of this GPU type no "
-                     f"constant was fitted to", left=(0, 1, 2, 3))
+                     f"constant was fitted to and no stack rule chosen on", left=(0, 1, 2, 3))
 
 
 def chain_table(runs) -> HTMLTable:
