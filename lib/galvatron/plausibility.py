@@ -51,8 +51,8 @@ def heldout_runs(gpu: str) -> list:
     from .stacks import chosen_on
 
     root = GPU_DIR.parents[1] / "published_runs"
-    fitted = set(load_gpu(gpu).fitted_to) | set(chosen_on())
-    runs = [r for r in load_runs(str(root / "calibration.json")).runs if r.name not in fitted]
+    judged = set(load_gpu(gpu).fitted_to) | set(chosen_on())     # runs that fitted or chose something
+    runs = [r for r in load_runs(str(root / "calibration.json")).runs if r.name not in judged]
     runs += load_runs(str(root / "heldout.json")).runs
     return [r for r in runs if r.cluster.gpu == gpu]
 

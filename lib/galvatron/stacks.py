@@ -46,7 +46,8 @@ def load_stack(name: str | None = None) -> dict:
             raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: {STACK_FIELDS}")
         if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
             raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
-        if not (isinstance(v.get("chosen_on", []), list) and all(isinstance(r, str) for r in v.get("chosen_on", []))):
+        chosen = v.get("chosen_on", [])
+        if not (isinstance(chosen, list) and all(isinstance(r, str) for r in chosen)):
             raise ValueError(f"stack {name!r}: field fields.{k}.chosen_on: must be a list of run names")
     fam = d.get("family")
     if fam is not None and (fam not in stack_names() or fam == name or not d.get("family_source")):

@@ -146,7 +146,10 @@ def test_a_stack_file_with_a_bad_family_or_quoted_mfu_is_refused(tmp_path, monke
     bad = {"zz-no-family": {**good, "name": "zz-no-family", "family": "nemo-9", "family_source": "x"},
            "zz-no-source": {**good, "name": "zz-no-source", "family": "megatron-lm"},
            "zz-bad-mfu": {**good, "name": "zz-bad-mfu", "quoted_mfu": [{"gpu": "a100-sxm-80gb", "mfu": 54.2,
-                                                                        "what": "x", "source": "y"}]}}
+                                                                        "what": "x", "source": "y"}]},
+           "zz-bad-chosen": {**good, "name": "zz-bad-chosen",
+                             "fields": {**good["fields"], "queued_collectives": {
+                                 "value": True, "source": "a quote", "chosen_on": "llama3-405b-8192-8192"}}}}
     for name, d in bad.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(d))
     monkeypatch.setattr(st, "STACK_DIR", tmp_path)
@@ -158,5 +161,8 @@ def test_a_stack_file_with_a_bad_family_or_quoted_mfu_is_refused(tmp_path, monke
             st.load_stack("zz-no-source")
         with pytest.raises(ValueError, match=r"quoted_mfu\[0\]"):
             st.load_stack("zz-bad-mfu")
+        with pytest.raises(ValueError, match=r"'zz-bad-chosen': field fields.queued_collectives.chosen_on: must be a "
+                                             r"list of run names"):
+            st.load_stack("zz-bad-chosen")
     finally:
         st.load_stack.cache_clear()
