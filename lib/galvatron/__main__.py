@@ -73,8 +73,8 @@ def _parser() -> OneLineParser:
     pl.add_argument("--gpu", default="h100-sxm-80gb", help="--model: the GPU type (data/hardware/gpus/)")
     pl.add_argument("--global-batch", type=int, default=None, help="--model: sequences per step")
     pl.add_argument("--seq-len", type=int, default=None, help="--model: tokens per sequence")
-    pl.add_argument("--stack", default=None, help="--model: the software stack (data/stacks/; default "
-                    "megatron-lm)")
+    pl.add_argument("--stack", default=None, help="--model: the software stack (data/stacks/: megatron-lm, "
+                    "the default, fsdp, deepspeed, nanotron, ...; or an alias such as megatron, nemo, torchtitan)")
     pl.add_argument("--top", type=int, default=5, help="--model: how many layouts to print (default 5)")
     pl.add_argument("--json", action="store_true", help="--model: print the report as JSON")
     sub.add_parser("validate", add_help=False, help="the cost model against published training runs and "

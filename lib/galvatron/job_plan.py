@@ -110,10 +110,11 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     from .search.practice_search import search_top
     from .search.rules import PRACTICE
     from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
-    from .stacks import DEFAULT_STACK, stack_rules
+    from .stacks import resolve_stack, stack_rules
 
     check_int("--top", top, 1, 100)
     try:
+        stack = resolve_stack(stack)                 # an alias ("megatron", "torchtitan") to its stack
         rules = stack_rules(PRACTICE, stack)
     except ValueError as e:
         raise UserError(f"--stack: {e}") from None
@@ -141,7 +142,7 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     lead = None
     if len(rows) > 1:
         lead = lead_range(rows[0]["tokens_per_s_per_gpu"], rows[1]["tokens_per_s_per_gpu"], err)
-    return {"model": job.shape.name, "gpus": job.n_gpus, "gpu": job.gpu.name, "stack": stack or DEFAULT_STACK,
+    return {"model": job.shape.name, "gpus": job.n_gpus, "gpu": job.gpu.name, "stack": stack,
             "global_batch": job.global_batch, "seq_len": job.shape.seq_len,
             "usable_gb": round(job.gpu.usable_mem_bytes / 1e9, 2), "peak_tflops": peak / 1e12, "priced": priced,
             "layouts": rows, "best_published_mfu": best, "stated_error": err, "lead_over_second": lead,

@@ -178,12 +178,16 @@ def load_runs(path: str) -> RunsFile:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"{path}: run {dup[0]!r}: field name: appears more than once")
-    from .stacks import stack_names
+    from .stacks import resolve_stack
 
-    for r in rf.runs:
-        if r.stack is not None and r.stack not in stack_names():
-            raise UserError(f"{path}: run {r.name!r}: field stack: unknown stack {r.stack!r}; allowed: "
-                            f"{', '.join(stack_names())} (data/stacks/)")
+    for i, r in enumerate(rf.runs):
+        if r.stack is not None:
+            try:
+                name = resolve_stack(r.stack)
+            except ValueError as e:
+                raise UserError(f"{path}: run {r.name!r}: field stack: {e} (data/stacks/)") from None
+            if name != r.stack:        # an alias: the run carries the stack's own name from here on
+                rf.runs[i] = r = r.model_copy(update={"stack": name})
         c = r.config
         n = c.tp * c.pp * c.dp * (c.cp or 1)
         if n != r.cluster.gpus:

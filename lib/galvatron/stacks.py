@@ -2,8 +2,9 @@
 stack, each value with its source (or the runs it was chosen on). A stack sets the cost rules' stack fields
 (``search/rules.STACK_FIELDS``); a run's ``stack`` names one, and null means ``DEFAULT_STACK``, Megatron-LM.
 
-File form: ``{"name", "family"?, "family_source"?, "description", "fields": {FIELD: {"value", "source",
-"chosen_on"?}}, "quoted_mfu"?: [{"gpu", "mfu", "what", "source"}]}``. ``family``: the stack whose kernels this
+File form: ``{"name", "aliases"?, "family"?, "family_source"?, "description", "fields": {FIELD: {"value",
+"source", "chosen_on"?}}, "quoted_mfu"?: [{"gpu", "mfu", "what", "source"}]}``. ``aliases``: other names the
+stack answers to, in a run's ``stack`` and ``plan --stack`` (``resolve_stack``). ``family``: the stack whose kernels this
 one runs (``family_source`` says why); ``quoted_mfu``: MFUs a source quotes without a layout to price, which
 ``plausibility.best_published_mfu`` counts for the family.
 
@@ -28,15 +29,37 @@ def stack_names(root=None) -> list[str]:
     return sorted(p.stem for p in Path(root or STACK_DIR).glob("*.json"))
 
 
+def stack_aliases() -> dict[str, str]:
+    """{alias: stack name}: the other names a stack file answers to (its optional ``aliases``: "megatron" and
+    "nemo" for ``megatron-lm``, "torchtitan" for ``fsdp``, ...)."""
+    out = {}
+    for name in stack_names():
+        with open(STACK_DIR / f"{name}.json") as f:
+            for a in json.load(f).get("aliases", []):
+                out[a] = name
+    return out
+
+
+def resolve_stack(name: str | None) -> str:
+    """The stack ``name`` stands for: itself, the stack an alias names, or ``DEFAULT_STACK`` for None.
+    ValueError listing the stacks and their aliases."""
+    if name is None:
+        return DEFAULT_STACK
+    if name in stack_names():
+        return name
+    aliases = stack_aliases()
+    if name in aliases:
+        return aliases[name]
+    also = ", ".join(f"{a} ({n})" for a, n in sorted(aliases.items()))
+    raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(stack_names())}; or an alias: {also}")
+
+
 @lru_cache(maxsize=None)
 def load_stack(name: str | None = None) -> dict:
     """``data/stacks/<name>.json`` (``None``: the default stack) checked: every field one of
     ``STACK_FIELDS`` with a boolean ``value`` and a ``source``. ValueError naming the stack and field."""
-    name = name or DEFAULT_STACK
-    path = STACK_DIR / f"{name}.json"
-    if not path.is_file():
-        raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(stack_names())}")
-    with open(path) as f:
+    name = resolve_stack(name)
+    with open(STACK_DIR / f"{name}.json") as f:
         d = json.load(f)
     fields = d.get("fields")
     if not isinstance(fields, dict):
@@ -53,6 +76,11 @@ def load_stack(name: str | None = None) -> dict:
     if fam is not None and (fam not in stack_names() or fam == name or not d.get("family_source")):
         raise ValueError(f"stack {name!r}: field family: {fam!r} must be another stack of data/stacks/, with "
                          "a family_source")
+    aliases = d.get("aliases", [])
+    if not (isinstance(aliases, list) and all(isinstance(a, str) and a == a.lower() and a not in stack_names()
+                                              for a in aliases)):
+        raise ValueError(f"stack {name!r}: field aliases: must be a list of lower-case names that are not "
+                         "themselves stacks")
     for i, q in enumerate(d.get("quoted_mfu", [])):
         if not (isinstance(q, dict) and isinstance(q.get("mfu"), float) and 0 < q["mfu"] < 1
                 and q.get("gpu") and q.get("what") and q.get("source")):

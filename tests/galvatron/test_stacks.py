@@ -166,3 +166,48 @@ def test_a_stack_file_with_a_bad_family_or_quoted_mfu_is_refused(tmp_path, monke
             st.load_stack("zz-bad-chosen")
     finally:
         st.load_stack.cache_clear()
+
+
+def test_aliases_name_their_stack_in_runs_and_in_plan(tmp_path, capsys):
+    """The issue's own example says `--stack megatron`: an alias resolves to its stack in plan and in a runs
+    file (where the run then carries the stack's own name); an unknown name lists stacks and aliases."""
+    from lib.galvatron.stacks import resolve_stack, stack_aliases
+
+    aliases = stack_aliases()
+    assert aliases["megatron"] == aliases["nemo"] == "megatron-lm" and aliases["torchtitan"] == "fsdp"
+    assert not set(aliases) & set(stack_names())                      # no alias is itself a stack
+    assert resolve_stack(None) == DEFAULT_STACK and resolve_stack("megatron-deepspeed") == "deepspeed"
+    assert load_stack("nemo") == load_stack("megatron-lm")
+    with pytest.raises(ValueError, match=r"unknown stack 'jax'; allowed: .*nanotron.*; or an alias: "
+                                         r".*torchtitan \(fsdp\)"):
+        resolve_stack("jax")
+    d = json.loads(T2.read_text())
+    d["runs"][0]["stack"] = "megatron-deepspeed"
+    p = tmp_path / "alias.json"
+    p.write_text(json.dumps(d))
+    run = load_runs(str(p)).runs[0]
+    assert run.stack == "deepspeed" and run_rules(run).flat_zero3_collectives
+    from lib.galvatron.__main__ import main as galvatron_main
+
+    code = run_cli(galvatron_main, ["plan", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64",
+                                    "--seq-len", "4096", "--stack", "megatron", "--top", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["stack"] == "megatron-lm"
+
+
+def test_nanotron_is_planned_within_what_it_can_run():
+    """nanotron: ZeRO-1 at most, no interleaving, no selective recompute; today's Megatron-LM offers each of
+    them on the same job."""
+    from lib.galvatron.published import to_job
+    from lib.galvatron.search.practice_search import layouts
+
+    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
+               if r.name == "mcore-h100-70b")
+    job = to_job(run)
+    nano = list(layouts(job, stack_rules(PRACTICE, "nanotron")))
+    mega = list(layouts(job, stack_rules(PRACTICE, "megatron-lm")))
+    assert nano and len(nano) < len(mega)
+    assert all(c.zero <= 1 and c.vp == 1 and c.recompute != "selective" for c in nano)
+    assert any(c.zero == 1 for c in nano) and any(c.cp > 1 for c in nano) and any(c.sequence_parallel for c in nano)
+    assert any(c.zero >= 2 for c in mega) and any(c.vp > 1 for c in mega)
+    assert any(c.recompute == "selective" for c in mega)

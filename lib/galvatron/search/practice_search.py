@@ -52,6 +52,8 @@ def layouts(job, rules: CostRules | None = None):
            and not rules.without_context_parallel else [1])
     even = rules.without_uneven_stages
     zeros = (0,) if rules.without_zero else (0, 1, 2, 3) if rules.zero_stages else (0, 3)
+    if rules.without_sharded_gradients:
+        zeros = tuple(z for z in zeros if z <= 1)
     recomputes = (("none", "selective", "full") if rules.selective_recompute and not rules.without_selective_recompute
                   else ("none", "full"))
     with_sp = rules.sequence_parallel and not rules.without_sequence_parallel

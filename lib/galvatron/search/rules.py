@@ -135,6 +135,7 @@ class CostRules:
     without_sequence_parallel: bool = False
     without_selective_recompute: bool = False
     without_zero: bool = False
+    without_sharded_gradients: bool = False
     without_context_parallel: bool = False
     without_uneven_stages: bool = False
     without_fused_attention: bool = False
@@ -306,9 +307,12 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: re-planned with what it had. One limit is priced too: ``without_fused_attention``, attention as separate
 #: kernels before FlashAttention (2022): the s x s scores are kept for backward, and the attention core runs
 #: at the GEMMs' rate over the whole square, as if ``fused_attention`` and ``attention_efficiency`` were off.
-#: ``without_interleaving``: 1F1B without virtual stages (``vp`` is 1), as DeepSpeed's pipeline engine runs;
+#: ``without_sharded_gradients``: ZeRO-1 at most (optimizer states sharded; no ZeRO-2 or ZeRO-3), as nanotron's
+#: ZeroDistributedOptimizer; ``without_interleaving``: 1F1B without virtual stages (``vp`` is 1), as DeepSpeed's
+#: pipeline engine runs;
 #: ``without_tensor_parallel``, ``without_pipeline``: ``tp`` or ``pp`` is 1 (FSDP alone, as llm-foundry).
 STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "without_zero",
+                "without_sharded_gradients",
                 "without_context_parallel", "without_uneven_stages", "without_fused_attention",
                 "without_interleaving", "without_tensor_parallel", "without_pipeline")
 #: ``queued_collectives``: the per-micro-batch data-parallel collectives (ZeRO-2's gradient reduce-scatter,
