@@ -27,15 +27,19 @@ MICRO_BATCHES = (1, 2, 4, 8)
 VP_DEGREES = (1, 2, 4, 8)
 
 
-def candidates(field: str, cfg, job) -> list:
-    """The values ``field`` may take for layout ``cfg`` of ``job``."""
+def candidates(field: str, cfg, job, rules=None) -> list:
+    """The values ``field`` may take for layout ``cfg`` of ``job``, within what the run's stack could do
+    (``rules``' stack limits, ``rules.STACK_LIMITS``: a 2021 stack is not filled with ZeRO-2)."""
+    limit = (lambda f: bool(getattr(rules, f))) if rules is not None else (lambda f: False)
     if field == "zero":
-        return [0, 1, 2, 3]
+        return [0] if limit("without_zero") else [0, 1] if limit("without_sharded_gradients") else [0, 1, 2, 3]
     if field == "recompute":
-        return ["none", "selective", "full"]
+        return ["none", "full"] if limit("without_selective_recompute") else ["none", "selective", "full"]
     if field == "sequence_parallel":
-        return [False, True] if cfg.tp > 1 else [False]
+        return [False, True] if cfg.tp > 1 and not limit("without_sequence_parallel") else [False]
     if field == "vp":
+        if limit("without_interleaving"):
+            return [1]
         return [v for v in VP_DEGREES if cfg.pp > 1 and cfg.pp * v <= job.shape.n_layers + 2] or [1]
     if field == "micro_batch":
         local = job.global_batch // cfg.dp
@@ -54,7 +58,7 @@ def fill_by_search(job, cfg, null_fields, rules) -> tuple:
     est = step_estimate(job, cfg, rules)
     for _ in range(PASSES if null else 0):
         for field in null:
-            for value in candidates(field, cfg, job):
+            for value in candidates(field, cfg, job, rules):
                 if value == getattr(cfg, field):
                     continue
                 trial = replace(cfg, **{field: value})

@@ -67,6 +67,16 @@ def test_candidates():
     assert candidates("sequence_parallel", replace(cfg, tp=1), job) == [False]
     with pytest.raises(ValueError, match="field must be one of"):
         candidates("tp", cfg, job)
+    # a stack's limits bound the fill: nanotron (ZeRO-1 at most, no interleaving, no selective recompute),
+    # SC'21's Megatron-LM (no ZeRO, no sequence parallelism)
+    from lib.galvatron.search.rules import PRACTICE
+    from lib.galvatron.stacks import stack_rules
+
+    nano, old = stack_rules(PRACTICE, "nanotron"), stack_rules(PRACTICE, "megatron-lm-2021")
+    assert candidates("zero", cfg, job, nano) == [0, 1] and candidates("zero", cfg, job, old) == [0]
+    assert candidates("vp", cfg, job, nano) == [1] and candidates("recompute", cfg, job, nano) == ["none", "full"]
+    assert candidates("sequence_parallel", cfg, job, old) == [False]
+    assert candidates("zero", cfg, job, PRACTICE) == [0, 1, 2, 3]
     assert SEARCHED == ("zero", "recompute", "sequence_parallel", "vp", "micro_batch")
 
 
