@@ -41,15 +41,17 @@ def stack_aliases() -> dict[str, str]:
 
 
 def resolve_stack(name: str | None) -> str:
-    """The stack ``name`` stands for: itself, the stack an alias names, or ``DEFAULT_STACK`` for None.
-    ValueError listing the stacks and their aliases."""
+    """The stack ``name`` stands for: itself, the stack an alias names, or ``DEFAULT_STACK`` for None; case,
+    surrounding spaces and underscores for hyphens do not matter. ValueError listing the stacks and their
+    aliases."""
     if name is None:
         return DEFAULT_STACK
     if name in stack_names():
         return name
+    key = name.strip().lower().replace("_", "-")      # "Megatron-LM", "NeMo", "megatron_lm" read as written
     aliases = stack_aliases()
-    if name in aliases:
-        return aliases[name]
+    if key in stack_names() or key in aliases:
+        return aliases.get(key, key)
     also = ", ".join(f"{a} ({n})" for a, n in sorted(aliases.items()))
     raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(stack_names())}; or an alias: {also}")
 

@@ -177,6 +177,8 @@ def test_aliases_name_their_stack_in_runs_and_in_plan(tmp_path, capsys):
     assert aliases["megatron"] == aliases["nemo"] == "megatron-lm" and aliases["torchtitan"] == "fsdp"
     assert not set(aliases) & set(stack_names())                      # no alias is itself a stack
     assert resolve_stack(None) == DEFAULT_STACK and resolve_stack("megatron-deepspeed") == "deepspeed"
+    assert resolve_stack("Megatron-LM") == resolve_stack("NeMo") == resolve_stack("megatron_lm") == "megatron-lm"
+    assert resolve_stack(" TorchTitan ") == "fsdp"
     assert load_stack("nemo") == load_stack("megatron-lm")
     with pytest.raises(ValueError, match=r"unknown stack 'jax'; allowed: .*nanotron.*; or an alias: "
                                          r".*torchtitan \(fsdp\)"):
