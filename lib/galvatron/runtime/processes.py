@@ -44,10 +44,13 @@ def _init(rank: int, world_size: int, backend: str, timeout_s: float, device: st
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    extra = {}
     if device.startswith("cuda"):  # one GPU per local rank, whatever the backend
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        if "nccl" in backend:     # bind the group to this rank's GPU: NCCL no longer guesses it from the rank
+            extra["device_id"] = torch.device("cuda", torch.cuda.current_device())   # (its barrier warned)
     dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+                            timeout=datetime.timedelta(seconds=timeout_s), **extra)
 
 
 def _entry(rank: int, world_size: int, port: int, job: dict, outdir: str, run, precheck) -> None:

@@ -75,3 +75,29 @@ def test_cli_rejects_missing_plan_fields(tmp_path, capsys):
     assert main(["run", "--plan", str(pp)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: plan.json: missing field") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("backend, device, bound", [("nccl", "cuda", True), ("gloo", "cuda", False),
+                                                    ("gloo", "cpu", False)])
+def test_a_nccl_rank_binds_its_group_to_its_gpu(monkeypatch, backend, device, bound):
+    """Under NCCL each rank names its GPU to init_process_group (``device_id``), so NCCL does not guess it from
+    the global rank and its barrier does not warn (seen on the first GPU session, data/runs/h200_20261204/);
+    gloo and CPU runs pass nothing new. Checked here with the CUDA calls stubbed (no GPU on this machine)."""
+    import torch
+    import torch.distributed as dist
+
+    from lib.galvatron.runtime import processes
+
+    seen = {}
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)   # keep this test process's threads
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: seen.setdefault("set", i))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: seen["set"])
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: seen.update(kw))
+    processes._init(11, 16, backend, 30, device)
+    assert seen["rank"] == 11 and seen["world_size"] == 16
+    if bound:
+        assert seen["set"] == 3 and seen["device_id"] == torch.device("cuda", 3)
+    else:
+        assert "device_id" not in seen
