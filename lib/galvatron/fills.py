@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from .search.cost import step_estimate
 from .search.layout import LayoutError
+from .search.rules import stack_allows
 
 #: The config fields filled by search, in the order each pass tries them.
 SEARCHED = ("zero", "recompute", "sequence_parallel", "vp", "micro_batch")
@@ -29,17 +30,22 @@ VP_DEGREES = (1, 2, 4, 8)
 
 def candidates(field: str, cfg, job, rules=None) -> list:
     """The values ``field`` may take for layout ``cfg`` of ``job``, within what the run's stack could do
-    (``rules``' stack limits, ``rules.STACK_LIMITS``: a 2021 stack is not filled with ZeRO-2)."""
-    limit = (lambda f: bool(getattr(rules, f))) if rules is not None else (lambda f: False)
+    (``rules``' stack limits, ``rules.stack_allows``: a 2021 stack is not filled with ZeRO-2)."""
+    values = _values(field, cfg, job)
+    if rules is None or field == "micro_batch":     # no stack limits the micro-batch
+        return values
+    return [v for v in values if stack_allows(rules, field, v)]
+
+
+def _values(field: str, cfg, job) -> list:
+    """The values ``field`` may take for layout ``cfg`` of ``job``, whatever the stack."""
     if field == "zero":
-        return [0] if limit("without_zero") else [0, 1] if limit("without_sharded_gradients") else [0, 1, 2, 3]
+        return [0, 1, 2, 3]
     if field == "recompute":
-        return ["none", "full"] if limit("without_selective_recompute") else ["none", "selective", "full"]
+        return ["none", "selective", "full"]
     if field == "sequence_parallel":
-        return [False, True] if cfg.tp > 1 and not limit("without_sequence_parallel") else [False]
+        return [False, True] if cfg.tp > 1 else [False]
     if field == "vp":
-        if limit("without_interleaving"):
-            return [1]
         return [v for v in VP_DEGREES if cfg.pp > 1 and cfg.pp * v <= job.shape.n_layers + 2] or [1]
     if field == "micro_batch":
         local = job.global_batch // cfg.dp

@@ -76,17 +76,24 @@ def test_an_unknown_stack_is_one_line_naming_run_and_field(tmp_path, capsys):
     assert "run 'sc21-t2-175b-384gpu#zero3': field stack: unknown stack 'jax'" in err and "deepspeed" in err
 
 
+def _layouts_under(run_name: str, *stacks) -> tuple:
+    """(the calibration run's job, the search's layouts for it under each of ``stacks``)."""
+    from lib.galvatron.published import to_job
+    from lib.galvatron.search.practice_search import layouts
+
+    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
+               if r.name == run_name)
+    job = to_job(run)
+    return job, [list(layouts(job, stack_rules(PRACTICE, s))) for s in stacks]
+
+
 def test_a_stacks_limits_leave_its_missing_features_out_of_the_search():
     """megatron-lm-2021 (SC'21's Megatron-LM): no layout with SP, selective recompute, a ZeRO stage, CP or
     uneven stages; today's stack offers each of them on the same job."""
     from lib.galvatron.search.practice_search import layouts
     from lib.galvatron.published import to_job
 
-    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
-               if r.name == "sc21-gpt-145.6b")
-    job = to_job(run)
-    old = list(layouts(job, stack_rules(PRACTICE, "megatron-lm-2021")))
-    new = list(layouts(job, stack_rules(PRACTICE, "megatron-lm")))
+    job, (old, new) = _layouts_under("sc21-gpt-145.6b", "megatron-lm-2021", "megatron-lm")
     assert old and len(old) < len(new)
     L = job.shape.n_layers
     for c in old:
@@ -200,16 +207,22 @@ def test_aliases_name_their_stack_in_runs_and_in_plan(tmp_path, capsys):
 def test_nanotron_is_planned_within_what_it_can_run():
     """nanotron: ZeRO-1 at most, no interleaving, no selective recompute; today's Megatron-LM offers each of
     them on the same job."""
-    from lib.galvatron.published import to_job
-    from lib.galvatron.search.practice_search import layouts
-
-    run = next(r for r in load_runs(str(ROOT / "data" / "published_runs" / "calibration.json")).runs
-               if r.name == "mcore-h100-70b")
-    job = to_job(run)
-    nano = list(layouts(job, stack_rules(PRACTICE, "nanotron")))
-    mega = list(layouts(job, stack_rules(PRACTICE, "megatron-lm")))
+    _, (nano, mega) = _layouts_under("mcore-h100-70b", "nanotron", "megatron-lm")
     assert nano and len(nano) < len(mega)
     assert all(c.zero <= 1 and c.vp == 1 and c.recompute != "selective" for c in nano)
     assert any(c.zero == 1 for c in nano) and any(c.cp > 1 for c in nano) and any(c.sequence_parallel for c in nano)
     assert any(c.zero >= 2 for c in mega) and any(c.vp > 1 for c in mega)
     assert any(c.recompute == "selective" for c in mega)
+
+
+def test_stack_allows_reads_each_limit_and_refuses_another_field():
+    from lib.galvatron.search.rules import stack_allows
+
+    nano, old = stack_rules(PRACTICE, "nanotron"), stack_rules(PRACTICE, "megatron-lm-2021")
+    assert [z for z in range(4) if stack_allows(nano, "zero", z)] == [0, 1]
+    assert [z for z in range(4) if stack_allows(old, "zero", z)] == [0]
+    assert not stack_allows(nano, "vp", 2) and stack_allows(nano, "vp", 1) and stack_allows(PRACTICE, "vp", 8)
+    assert not stack_allows(old, "sequence_parallel", True) and stack_allows(old, "sequence_parallel", False)
+    assert not stack_allows(nano, "recompute", "selective") and stack_allows(nano, "recompute", "full")
+    with pytest.raises(ValueError, match="field must be one of zero, recompute, sequence_parallel, vp; got 'tp'"):
+        stack_allows(PRACTICE, "tp", 2)

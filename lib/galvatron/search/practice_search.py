@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .cost import step_estimate
 from .layout import ParallelConfig, stage_layers
-from .rules import CostRules, get_rules
+from .rules import CostRules, get_rules, stack_allows
 
 MICRO_BATCHES = (1, 2, 4, 8)
 CP_DEGREES = (1, 2, 4, 8)
@@ -51,12 +51,10 @@ def layouts(job, rules: CostRules | None = None):
     cps = ([c for c in CP_DEGREES if sh.seq_len % c == 0] if rules.context_parallel
            and not rules.without_context_parallel else [1])
     even = rules.without_uneven_stages
-    zeros = (0,) if rules.without_zero else (0, 1, 2, 3) if rules.zero_stages else (0, 3)
-    if rules.without_sharded_gradients:
-        zeros = tuple(z for z in zeros if z <= 1)
-    recomputes = (("none", "selective", "full") if rules.selective_recompute and not rules.without_selective_recompute
-                  else ("none", "full"))
-    with_sp = rules.sequence_parallel and not rules.without_sequence_parallel
+    zeros = tuple(z for z in ((0, 1, 2, 3) if rules.zero_stages else (0, 3)) if stack_allows(rules, "zero", z))
+    recomputes = tuple(r for r in (("none", "selective", "full") if rules.selective_recompute else ("none", "full"))
+                       if stack_allows(rules, "recompute", r))
+    with_sp = rules.sequence_parallel and stack_allows(rules, "sequence_parallel", True)
     for tp in tps:
         for cp in cps:
             if (n // tp) % cp:
@@ -77,7 +75,7 @@ def layouts(job, rules: CostRules | None = None):
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
                 vps = [1]
-                interleaves = rules.pipeline_schedules and pp > 1 and not rules.without_interleaving
+                interleaves = rules.pipeline_schedules and pp > 1 and stack_allows(rules, "vp", 2)
                 if interleaves and even:
                     vps = [v for v in range(1, VP_DEGREES_UNEVEN[-1] + 1) if (sh.n_layers // pp) % v == 0]
                 elif interleaves and rules.any_degrees:

@@ -323,6 +323,21 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: ``meta-llama3``: the Llama 3 paper (section 3.3.2) says its FSDP "can tolerate longer network latency by
 #: asynchronously prefetching sharded model weights and reducing gradients".
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives") + STACK_LIMITS
+
+
+def stack_allows(rules: CostRules, field: str, value) -> bool:
+    """Whether a stack with ``rules``' limits (``STACK_LIMITS``) can run config field ``field`` at ``value``: the
+    one reading of the limits on ``zero``, ``recompute``, ``sequence_parallel`` and ``vp``, for the search
+    (``practice_search.layouts``) and for a published run's fills (``fills.candidates``)."""
+    if field == "zero":
+        return not ((rules.without_zero and value > 0) or (rules.without_sharded_gradients and value > 1))
+    if field == "recompute":
+        return not (rules.without_selective_recompute and value == "selective")
+    if field == "sequence_parallel":
+        return not (rules.without_sequence_parallel and value)
+    if field == "vp":
+        return not (rules.without_interleaving and value > 1)
+    raise ValueError(f"stack_allows: field must be one of zero, recompute, sequence_parallel, vp; got {field!r}")
 #: Candidate mechanisms: built and tested, but off in every preset (``practice`` included) until they earn
 #: their place on the published runs; ``validate --with NAME`` switches one on for a run of the report.
 #: ``wave_quantization``: every GEMM of a layer at the GPU's fitted efficiency times its tile- and
