@@ -32,12 +32,13 @@ def stack_names(root=None) -> list[str]:
 def stack_aliases() -> dict[str, str]:
     """{alias: stack name}: the other names a stack file answers to (its optional ``aliases``: "megatron" and
     "nemo" for ``megatron-lm``, "torchtitan" for ``fsdp``, ...)."""
-    out = {}
-    for name in stack_names():
-        with open(STACK_DIR / f"{name}.json") as f:
-            for a in json.load(f).get("aliases", []):
-                out[a] = name
-    return out
+    return {a: name for name in stack_names() for a in _read(name).get("aliases", [])}
+
+
+def _read(name: str) -> dict:
+    """``data/stacks/<name>.json`` as stored (unchecked: ``load_stack`` checks it)."""
+    with open(STACK_DIR / f"{name}.json") as f:
+        return json.load(f)
 
 
 def resolve_stack(name: str | None) -> str:
@@ -46,14 +47,15 @@ def resolve_stack(name: str | None) -> str:
     aliases."""
     if name is None:
         return DEFAULT_STACK
-    if name in stack_names():
+    names = stack_names()
+    if name in names:
         return name
     key = name.strip().lower().replace("_", "-")      # "Megatron-LM", "NeMo", "megatron_lm" read as written
     aliases = stack_aliases()
-    if key in stack_names() or key in aliases:
+    if key in names or key in aliases:
         return aliases.get(key, key)
     also = ", ".join(f"{a} ({n})" for a, n in sorted(aliases.items()))
-    raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(stack_names())}; or an alias: {also}")
+    raise ValueError(f"unknown stack {name!r}; allowed: {', '.join(names)}; or an alias: {also}")
 
 
 @lru_cache(maxsize=None)
@@ -61,8 +63,7 @@ def load_stack(name: str | None = None) -> dict:
     """``data/stacks/<name>.json`` (``None``: the default stack) checked: every field one of
     ``STACK_FIELDS`` with a boolean ``value`` and a ``source``. ValueError naming the stack and field."""
     name = resolve_stack(name)
-    with open(STACK_DIR / f"{name}.json") as f:
-        d = json.load(f)
+    d = _read(name)
     fields = d.get("fields")
     if not isinstance(fields, dict):
         raise ValueError(f"stack {name!r}: field fields: must be an object")
