@@ -290,20 +290,21 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
 
 def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False) -> float:
     """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
-    once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), the
+    once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), or under none
+    (phase "step": a weight gather the optimizer step waits for, ``rules.exposed_param_gather``), the
     per-micro-batch ones under each of the ``m``. ``queued`` (the stack field ``rules.queued_collectives``): the
     per-micro-batch ones may run on under the next micro-batch's compute, so the queue costs only what it
     outgrows a micro-batch's forward and backward by, m - 1 times, and the last one's tail. Without ZeRO
     stages: ``_dp_exposed_layerwise``."""
     if d == 1:
         return 0.0
-    t_step, t_mb = {"fwd": 0.0, "bwd": 0.0}, {"fwd": 0.0, "bwd": 0.0}
+    t_step, t_mb = {"fwd": 0.0, "bwd": 0.0, "step": 0.0}, {"fwd": 0.0, "bwd": 0.0}
     for kind, nbytes, phase in colls["per_step"]:
         t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
     for kind, nbytes, phase in colls["per_micro_batch"]:
         t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
     windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
-    once = sum(max(0.0, t_step[p] - w) for p, w in windows)
+    once = t_step["step"] + sum(max(0.0, t_step[p] - w) for p, w in windows)
     if not queued:
         return once + m * sum(max(0.0, t_mb[p] - w) for p, w in windows)
     backlog = max(0, m - 1) * max(0.0, t_mb["fwd"] + t_mb["bwd"] - (mb_fwd + mb_bwd))
@@ -398,6 +399,11 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     tp_one = col.group_s("all-reduce", tokens * h * by.activation, tp, 1, net, hier)
     tp_fwd = (2 + (2 if full_rc else 0)) * tp_one
     tp_bwd = max(0.0, 2 * tp_one - fwd) if sp else 2 * tp_one
+    if rules.tp_backward_waits and sp and not rules.tp_comm_overlap:
+        # a stack that waits for each backward TP collective (rules.tp_backward_waits: nanotron's synchronous
+        # linear layers) hides none under the weight-gradient GEMMs, and each of the two column-parallel
+        # layers gathers its sequence-parallel input again for its weight gradient
+        tp_bwd = 2 * tp_one + 2 * col.group_s("all-gather", tokens * h * by.activation, tp, 1, net, hier)
     if rules.tp_comm_overlap and sp:
         # Megatron-core's --tp-comm-overlap splits each all-gather / reduce-scatter into chunks pipelined
         # with the GEMM that consumes or produces it: only what outlasts the layer's GEMMs stays exposed
@@ -465,7 +471,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             # a stack whose ZeRO-3 collectives run as flat rings (rules.STACK_FIELDS) moves each GPU's
             # whole buffer through its own port, however many GPUs of a node share the group
             flat = rules.flat_zero3_collectives and zero == 3
-            dp_s[key] = _dp_exposed(zr.collectives(zero, P, by.param, by.grad), layers[i] * fwd,
+            colls = zr.collectives(zero, P, by.param, by.grad, gather_after_step=rules.exposed_param_gather)
+            dp_s[key] = _dp_exposed(colls, layers[i] * fwd,
                                     layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat,
                                     queued=rules.queued_collectives)
         else:

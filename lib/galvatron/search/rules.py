@@ -143,6 +143,8 @@ class CostRules:
     without_tensor_parallel: bool = False
     without_pipeline: bool = False
     queued_collectives: bool = False
+    exposed_param_gather: bool = False
+    tp_backward_waits: bool = False
     wave_quantization: bool = False
     measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
@@ -322,7 +324,18 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: framework waits for it at the end of every backward call (PyTorch FSDP's post-backward callback). On for
 #: ``meta-llama3``: the Llama 3 paper (section 3.3.2) says its FSDP "can tolerate longer network latency by
 #: asynchronously prefetching sharded model weights and reducing gradients".
-STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives") + STACK_LIMITS
+#: ``exposed_param_gather``: ZeRO-1 and ZeRO-2 gather the updated weights at the end of the optimizer step and
+#: the step waits for that all-gather (DeepSpeed's ``stage_1_and_2.py`` ``step()``, nanotron's
+#: ``ZeroDistributedOptimizer.step()``); off: the gather runs bucket by bucket under the next step's first
+#: forward (Megatron-Core's ``--overlap-param-gather``, FSDP's pre-forward gathers with prefetching).
+#: ``tp_backward_waits``: the backward's TP collectives are issued after the GEMMs that produce their input
+#: and waited for at once (nanotron's linear layers without ``tp_linear_async_communication``), so none
+#: hides under the weight-gradient GEMMs, and with sequence parallelism each column-parallel layer gathers
+#: its input again (``tp_recompute_allgather``); off: Megatron-LM's sequence-parallel linear layers, whose
+#: backward reduce-scatters run under the weight-gradient GEMMs (Korthikanti et al. 2022). A run that states
+#: the TP overlap (``tp_comm_overlap``) waits for neither.
+STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
+                "tp_backward_waits") + STACK_LIMITS
 
 
 def stack_allows(rules: CostRules, field: str, value) -> bool:

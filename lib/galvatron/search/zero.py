@@ -35,19 +35,22 @@ def state_bytes_per_param(stage: int, d: int, p: float, g: float, o: float) -> f
     return {0: p + g + o, 1: p + g + o / d, 2: p + (g + o) / d, 3: (p + g + o) / d}[stage]
 
 
-def collectives(stage: int, params: float, p: float, g: float) -> dict:
+def collectives(stage: int, params: float, p: float, g: float, gather_after_step: bool = False) -> dict:
     """Bytes of each collective for ``params`` parameters held by this rank before sharding:
     ``per_step`` and ``per_micro_batch`` lists of (kind, bytes, phase), phase "fwd" or "bwd" (what compute
-    it may hide under) or "step" (after the last backward / before the first forward)."""
+    it may hide under) or "step" (between the optimizer step and the next forward, under no compute).
+    ``gather_after_step``: ZeRO-1 and ZeRO-2's all-gather of the updated weights ends the optimizer step, which
+    waits for it (phase "step"; DeepSpeed, nanotron); otherwise it runs under the next forward ("fwd")."""
     if stage not in STAGES:
         raise ValueError(f"zero stage must be one of {STAGES}; got {stage!r}")
+    gather = "step" if gather_after_step else "fwd"
     if stage == 0:
         return {"per_step": [("all-reduce", params * g, "bwd")], "per_micro_batch": []}
     if stage == 1:
-        return {"per_step": [("reduce-scatter", params * g, "bwd"), ("all-gather", params * p, "fwd")],
+        return {"per_step": [("reduce-scatter", params * g, "bwd"), ("all-gather", params * p, gather)],
                 "per_micro_batch": []}
     if stage == 2:
-        return {"per_step": [("all-gather", params * p, "fwd")],
+        return {"per_step": [("all-gather", params * p, gather)],
                 "per_micro_batch": [("reduce-scatter", params * g, "bwd")]}
     return {"per_step": [], "per_micro_batch": [("all-gather", params * p, "fwd"), ("all-gather", params * p, "bwd"),
                                                 ("reduce-scatter", params * g, "bwd")]}
