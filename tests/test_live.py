@@ -85,6 +85,10 @@ a = plan_answer(PlanSettings("bert-huge-32", 8, 8.0, "vldb2023"))
 assert a.result.feasible and a.result.throughput > 0
 j = job_answer(JobSettings("llama3-8b", 16, "h100-sxm-80gb", 64, 2048))
 assert j.error is None and j.rows[0]["tokens_per_s_per_gpu"] > 0
+from lib.galvatron.stacks import stack_names
+assert "nanotron" in stack_names()
+jn = job_answer(JobSettings("llama3-8b", 16, "h100-sxm-80gb", 64, 2048, stack="nanotron"))
+assert jn.error is None and jn.stack == "nanotron"
 c, fig = live_answer(StragglerSettings(n_gpus=1024))
 r = one_run(Job())
 assert 0 < r.goodput_no_backup < 1

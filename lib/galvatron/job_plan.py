@@ -106,7 +106,6 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     ``plausibility.py``), "lead_over_second" (#1's lead over #2 with its range under that error,
     ``plausibility.lead_range``; null with one layout), "megatron", "nemo", "torchtitan"}; each layout also
     has "plausibility" (``plausibility.mfu_check``: implausible above the best published MFU x (1 + error))."""
-    from .search.step_kinds import breakdown
     from .search.practice_search import search_top
     from .search.rules import PRACTICE
     from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
@@ -125,15 +124,7 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
                         f"({priced:,} priced); allowed: more GPUs, a smaller --global-batch or a smaller "
                         "--seq-len")
     peak = job.gpu.flops(job.dtype)
-    rows = []
-    for cfg, est in found:
-        b = breakdown(est)
-        rows.append({"config": asdict(cfg), "label": cfg.label(),
-                     "tokens_per_s_per_gpu": round(est["tokens_per_s_per_gpu"], 3),
-                     "tflops_per_gpu": round(est["tflops_per_gpu"], 2),
-                     "mfu": round(est["tflops_per_gpu"] * 1e12 / peak, 4),
-                     "peak_gb": round(est["peak_gb"], 2), "fits": est["fits"], "step_s": round(est["step_s"], 4),
-                     "step_by_kind_s": {k: round(b[k], 4) for k in KINDS if k in b}})
+    rows = [_row(cfg, est, peak) for cfg, est in found]
     first, first_est = found[0]
     err = stated_error(job.gpu.name)
     best = best_published_mfu(job.gpu.name, stack)
@@ -148,6 +139,56 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
             "layouts": rows, "best_published_mfu": best, "stated_error": err, "lead_over_second": lead,
             "megatron": megatron_flags(job, first, first_est), "nemo": nemo_settings(job, first),
             "torchtitan": torchtitan_toml(job, first)}
+
+
+def _row(cfg, est, peak: float) -> dict:
+    """One layout of ``plan``'s report: its config, label, tokens/s/GPU, MFU against ``peak`` FLOP/s, peak
+    memory, step and the step split by kind."""
+    from .search.step_kinds import breakdown
+
+    b = breakdown(est)
+    return {"config": asdict(cfg), "label": cfg.label(),
+            "tokens_per_s_per_gpu": round(est["tokens_per_s_per_gpu"], 3),
+            "tflops_per_gpu": round(est["tflops_per_gpu"], 2),
+            "mfu": round(est["tflops_per_gpu"] * 1e12 / peak, 4),
+            "peak_gb": round(est["peak_gb"], 2), "fits": est["fits"], "step_s": round(est["step_s"], 4),
+            "step_by_kind_s": {k: round(b[k], 4) for k in KINDS if k in b}}
+
+
+def price(job, config, stack: str | None = None) -> dict:
+    """One layout of ``job`` (a ``ParallelConfig`` or the ``config`` dict of a ``plan`` layout) priced under
+    ``practice`` and ``stack``'s rules (estimated): a layout row of ``plan``'s report. The same layout under
+    two stacks shows what each stack waits for. ``--stack``-style UserError for an unknown stack."""
+    from .search.cost import step_estimate
+    from .search.layout import ParallelConfig
+    from .search.rules import PRACTICE
+    from .stacks import resolve_stack, stack_rules
+
+    cfg = config if isinstance(config, ParallelConfig) else ParallelConfig(**config)
+    try:
+        rules = stack_rules(PRACTICE, resolve_stack(stack))
+    except ValueError as e:
+        raise UserError(f"--stack: {e}") from None
+    return _row(cfg, step_estimate(job, cfg, rules), job.gpu.flops(job.dtype))
+
+
+def across_stacks(job, stack: str, other: str = "megatron-lm", top: int = 5) -> list[tuple[dict, dict]]:
+    """``stack``'s ``top`` layouts for ``job``, each priced under ``other`` and under ``stack`` (rows of
+    ``price``, estimated): (other's row, stack's row) pairs, ``stack``'s fastest first."""
+    return [(price(job, r["config"], other), price(job, r["config"], stack))
+            for r in plan(job, stack, top)["layouts"]]
+
+
+def across_stacks_table(pairs, stack: str, other: str = "megatron-lm"):
+    """The pairs of ``across_stacks`` as a table: each layout's tokens/s/GPU and TP seconds under both."""
+    from .search.report import Table
+
+    return Table(["layout", f"{other} tokens/s/GPU", f"{stack} tokens/s/GPU", f"TP s ({other})",
+                  f"TP s ({stack})"],
+                 [[o["label"], f"{o['tokens_per_s_per_gpu']:.0f}", f"{s['tokens_per_s_per_gpu']:.0f}",
+                   f"{o['step_by_kind_s']['tp']:.2f}", f"{s['step_by_kind_s']['tp']:.2f}"] for o, s in pairs],
+                 caption=f"Estimated (practice under each stack's rules): {stack}'s fastest layouts, priced "
+                         f"under both stacks")
 
 
 def _uneven(job, est) -> tuple[int, int] | None:

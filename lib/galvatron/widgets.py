@@ -415,13 +415,14 @@ EXAMPLE_FIELDS = ('{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention
 @dataclass(frozen=True)
 class JobSettings:
     """A reader's job: ``model`` is a name of ``search/analytic.SHAPES`` or a dict of Hugging Face config
-    fields (``job_plan.shape_from_config``)."""
+    fields (``job_plan.shape_from_config``); ``stack`` a software stack of ``data/stacks/`` or an alias."""
     model: object = "llama3-8b"
     gpus: int = 64
     gpu: str = "h100-sxm-80gb"
     global_batch: int = 512
     seq_len: int = 4096
     top: int = 5
+    stack: str = "megatron-lm"
 
 
 @dataclass(frozen=True)
@@ -434,18 +435,20 @@ class JobAnswer:
     usable_gb: float
     priced: int
     error: str | None = None
+    stack: str = "megatron-lm"
 
     def headline(self) -> str:
         if self.error:
             return self.error
         best = self.rows[0]
-        return (f"{self.model} on {self.settings.gpus:,} x {self.settings.gpu}: fastest of {self.priced:,} "
+        return (f"{self.model} on {self.settings.gpus:,} x {self.settings.gpu} under {self.stack}: fastest of "
+                f"{self.priced:,} "
                 f"layouts priced is {best['label']}, {best['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
                 f"MFU {best['mfu']:.0%}, {best['peak_gb']:.0f} of {self.usable_gb:.0f} GB (estimated)")
 
 
 def job_answer(settings: JobSettings) -> JobAnswer:
-    """The planner's top layouts for ``settings`` under ``practice`` and the default stack (estimated): the
+    """The planner's top layouts for ``settings`` under ``practice`` and the settings' stack (estimated): the
     report of ``job_plan.plan``, the command line's own; a bad setting comes back as ``error`` (the one line
     ``plan`` would print), not as an exception."""
     from lib.cli_errors import UserError
@@ -457,12 +460,12 @@ def job_answer(settings: JobSettings) -> JobAnswer:
     try:
         shape = (read_model(s.model, s.seq_len) if isinstance(s.model, str)
                  else shape_from_config(s.model, name, s.seq_len, where="config"))
-        report = plan(make_job(shape, s.gpu, s.gpus, s.global_batch), None, s.top)
+        report = plan(make_job(shape, s.gpu, s.gpus, s.global_batch), s.stack, s.top)
     except UserError as e:
         return JobAnswer(s, name, (), 0.0, 0, str(e))
     rows = tuple({k: r[k] for k in ("label", "tokens_per_s_per_gpu", "mfu", "peak_gb", "step_s")}
                  for r in report["layouts"])
-    return JobAnswer(s, name, rows, report["usable_gb"], report["priced"])
+    return JobAnswer(s, name, rows, report["usable_gb"], report["priced"], stack=report["stack"])
 
 
 def job_figure(a: JobAnswer):
@@ -483,7 +486,7 @@ def job_figure(a: JobAnswer):
     s = a.settings
     fig.update_xaxes(title_text="tokens/s/GPU (estimated, practice)")
     fig.update_yaxes(automargin=True)
-    title = (f"{a.model}, {s.gpus:,} x {s.gpu}, batch {s.global_batch:,} x {s.seq_len:,} tokens: "
+    title = (f"{a.model}, {s.gpus:,} x {s.gpu}, batch {s.global_batch:,} x {s.seq_len:,} tokens, {a.stack}: "
              "the fastest layouts that fit" if not a.error else a.error)
     return layout(fig, title, height=140 + 45 * max(len(rows), 1))
 
@@ -496,8 +499,8 @@ class PlanYourJob(LiveOrTwin):
     TWIN_ID = "galv-job-twin"  # not the section's anchor id
 
     def __init__(self, model="llama3-8b", gpus: int = 64, gpu: str = "h100-sxm-80gb",
-                 global_batch: int = 512, seq_len: int = 4096, live: bool = True):
-        self.settings = JobSettings(model, gpus, gpu, global_batch, seq_len)
+                 global_batch: int = 512, seq_len: int = 4096, live: bool = True, stack: str = "megatron-lm"):
+        self.settings = JobSettings(model, gpus, gpu, global_batch, seq_len, stack=stack)
         self.live = live
         self.last: JobAnswer | None = None
         self._built = None
@@ -512,7 +515,8 @@ class PlanYourJob(LiveOrTwin):
                 model = json.loads(w["fields"].value)
             except json.JSONDecodeError as e:
                 model = f"config fields: not JSON ({e.msg} at character {e.pos})"
-        return JobSettings(model, w["gpus"].value, w["gpu"].value, w["batch"].value, w["seq"].value)
+        return JobSettings(model, w["gpus"].value, w["gpu"].value, w["batch"].value, w["seq"].value,
+                           stack=w["stack"].value)
 
     def refresh(self, *_):
         """Plan the controls' job now: the headline and the figure."""
@@ -533,6 +537,7 @@ class PlanYourJob(LiveOrTwin):
         import ipywidgets as W
 
         from .search.analytic import SHAPES
+        from .stacks import resolve_stack, stack_names
 
         s = self.settings
         wide = dict(layout=W.Layout(width="320px"), style=dict(description_width="110px"))
@@ -547,10 +552,13 @@ class PlanYourJob(LiveOrTwin):
                                    **wide),
             seq=W.BoundedIntText(value=s.seq_len, min=1, max=1 << 20, description="sequence length",
                                  **wide),
+            stack=W.Dropdown(options=stack_names(), value=resolve_stack(s.stack), description="software stack",
+                             **wide),
             summary=W.HTML(), out=W.Output())
-        for k in ("model", "fields", "gpus", "gpu", "batch", "seq"):
+        for k in ("model", "fields", "gpus", "gpu", "batch", "seq", "stack"):
             w[k].observe(self.refresh, "value")
-        w["box"] = W.VBox([W.HBox([W.VBox([w["model"], w["gpus"], w["gpu"]]), W.VBox([w["batch"], w["seq"]])]),
+        w["box"] = W.VBox([W.HBox([W.VBox([w["model"], w["gpus"], w["gpu"]]),
+                                   W.VBox([w["batch"], w["seq"], w["stack"]])]),
                            w["fields"], w["summary"], w["out"]])
         return w
 

@@ -151,3 +151,34 @@ def test_plausibility_sets_each_pick_beside_the_best_published_mfu():
     job = make_job(read_model("llama3-405b", 8192), "h100-sxm-80gb", 16384, 2048)
     rep = plan(job, top=1)
     assert rep["layouts"][0]["mfu"] <= rep["best_published_mfu"]["mfu"]
+
+
+def test_price_is_plans_row_and_shows_what_a_stack_waits_for():
+    """``price`` gives a layout of ``plan``'s report back as plan priced it; the same SP layout with ZeRO-1
+    costs more TP and DP time under nanotron (which waits for both) than under Megatron-LM."""
+    from lib.cli_errors import UserError
+    from lib.galvatron.job_plan import price
+
+    job = make_job(read_model("llama3-70b", 4096), "h100-sxm-80gb", 64, 128)
+    rep = plan(job, "nanotron", 3)
+    for row in rep["layouts"]:
+        assert price(job, row["config"], "nanotron") == {k: v for k, v in row.items() if k != "plausibility"}
+    cfg = ParallelConfig(tp=4, pp=2, dp=8, micro_batch=1, sequence_parallel=True, zero=1)
+    mega, nano = price(job, cfg, "megatron"), price(job, cfg, "nanotron")
+    assert nano["step_by_kind_s"]["tp"] > mega["step_by_kind_s"]["tp"] > 0
+    assert nano["step_by_kind_s"]["dp"] > mega["step_by_kind_s"]["dp"]
+    assert nano["tokens_per_s_per_gpu"] < mega["tokens_per_s_per_gpu"] and nano["peak_gb"] == mega["peak_gb"]
+    with pytest.raises(UserError, match=r"^--stack: .*'jax'"):
+        price(job, cfg, "jax")
+
+
+def test_across_stacks_pairs_each_layout_of_the_stack_with_its_price_under_the_other():
+    from lib.galvatron.job_plan import across_stacks, across_stacks_table, price
+
+    job = make_job(read_model("llama3-70b", 4096), "h100-sxm-80gb", 64, 128)
+    pairs = across_stacks(job, "nanotron", top=3)
+    labels = [r["label"] for r in plan(job, "nanotron", 3)["layouts"]]
+    assert [n["label"] for _, n in pairs] == [m["label"] for m, _ in pairs] == labels
+    assert all(m == price(job, n["config"], "megatron-lm") for m, n in pairs)
+    t = across_stacks_table(pairs, "nanotron")
+    assert len(t.rows) == 3 and "nanotron tokens/s/GPU" in t.header

@@ -28,6 +28,20 @@ def test_the_same_search_as_plan(answer):
     assert rep["layouts"][0]["mfu"] == pytest.approx(answer.rows[0]["mfu"], abs=1e-4)
 
 
+def test_the_stack_is_planned_as_plan_plans_it():
+    """A stack (or an alias) reaches the search: nanotron's answer is plan's under nanotron, and it keeps to
+    what nanotron can run (no interleaving, ZeRO-1 at most)."""
+    from lib.galvatron.job_plan import make_job, plan, read_model
+
+    a = W.job_answer(W.JobSettings("llama3-70b", 64, "h100-sxm-80gb", 128, 4096, stack="nanotron"))
+    rep = plan(make_job(read_model("llama3-70b", 4096), "h100-sxm-80gb", 64, 128), "nanotron", 5)
+    assert a.error is None and a.stack == "nanotron" and "under nanotron" in a.headline()
+    assert [r["label"] for r in rep["layouts"]] == [r["label"] for r in a.rows]
+    assert not any("VP" in r["label"] or "ZeRO-2" in r["label"] or "ZeRO-3" in r["label"] for r in a.rows)
+    assert W.job_answer(W.JobSettings("llama3-8b", 16, "h100-sxm-80gb", 64, 2048, stack="TorchTitan")).stack == "fsdp"
+    assert "nanotron" in W.job_figure(a).layout.title.text
+
+
 def test_hf_fields_give_the_shape_of_the_named_model():
     s = SHAPES["llama3-8b"]
     fields = {"num_hidden_layers": s.n_layers, "hidden_size": s.hidden, "num_attention_heads": s.n_heads,
@@ -46,6 +60,7 @@ def test_hf_fields_give_the_shape_of_the_named_model():
     (W.JobSettings(gpu="tpu-v9"), ("--gpu", "tpu-v9", "allowed")),
     (W.JobSettings("nope"), ("--model", "nope", "llama3-8b")),
     (W.JobSettings("llama3-405b", 8), ("no layout fits", "more GPUs")),
+    (W.JobSettings(stack="jax"), ("--stack", "jax", "nanotron")),
 ])
 def test_bad_settings_come_back_as_one_line(settings, words):
     a = W.job_answer(settings)
@@ -84,3 +99,7 @@ def test_live_widget_answers_and_reads_hf_fields(monkeypatch):
     assert isinstance(w.last.settings.model, dict) and w.last.error is None
     c["fields"].value = "{not json"
     assert "not JSON" in w.last.error
+    c["model"].value = "llama3-8b"
+    assert c["stack"].value == "megatron-lm" and "nanotron" in c["stack"].options
+    c["stack"].value = "nanotron"
+    assert w.last.settings.stack == "nanotron" and w.last.stack == "nanotron" and w.last.error is None
