@@ -31,6 +31,12 @@ def quoted(source: str) -> str:
     return f"quoted from {source}"
 
 
+def signed_pct(x: float) -> str:
+    """``x`` as a signed percentage with one decimal, ``+4.7%``; a value that rounds to zero is ``+0.0%``,
+    never ``-0.0%``."""
+    return f"{x:+.1%}" if round(x * 100, 1) != 0 else "+0.0%"
+
+
 def glue(name: str, value: Any, display: bool = False) -> Any:
     """Make ``value`` available to the chapter's prose as ``{glue:}`name``` (myst-nb).
 

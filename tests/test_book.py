@@ -88,3 +88,10 @@ def test_ambiguous_text_is_quoted_and_plain_text_is_not():
     assert repr(book._Text("32,768")) == "'32,768'"
     assert repr(book._Text("30%")) == "30%"
     assert not book.reads_back_as_itself("32,768") and book.reads_back_as_itself("2.5 GB")
+
+
+def test_signed_pct_never_prints_a_negative_zero():
+    from lib.book import signed_pct
+
+    assert signed_pct(0.047) == "+4.7%" and signed_pct(-0.2) == "-20.0%"
+    assert signed_pct(-0.0003) == "+0.0%" and signed_pct(0.0004) == "+0.0%" and signed_pct(-0.0006) == "-0.1%"

@@ -8,6 +8,7 @@ Used in: book/closing/01_one_run.
 
 from __future__ import annotations
 
+from lib.book import signed_pct
 from lib.html_table import HTMLTable
 
 from .llama3 import (LLAMA3_EFFECTIVE_TRAINING, LLAMA3_GPUS, LLAMA3_PP, LLAMA3_TFLOPS, LLAMA3_TP, SOURCES,
@@ -104,7 +105,7 @@ def meta_glue(start) -> dict[str, str]:
            "llama3_step": "no published run",
            "meta_micro": f"{t['micro_batches']:,}", "meta_bubble": f"{start.priced.bubble_share:.0%}"}
     if start.reported_tokens_s is not None:
-        out.update(meta_cfg_error=f"{start.error:+.1%}", llama3_tokens=f"{start.reported_tokens_s:.0f} tokens/s",
+        out.update(meta_cfg_error=signed_pct(start.error), llama3_tokens=f"{start.reported_tokens_s:.0f} tokens/s",
                    llama3_step=f"{start.reported_step_s:.2f} s")
     return out
 
@@ -138,8 +139,8 @@ def stage1_table(start, pick: OneRun, rel: float) -> HTMLTable:
         ("step time", f"{t['step_s']:.2f} s (estimated)",
          "not published" if reported is None else f"{start.reported_step_s:.2f} s (from its tokens/s)",
          f"{pick.est.step_s:.2f} s (estimated)"),
-        ("against Meta's tokens/s", "-" if reported is None else f"{start.error:+.1%}", "",
-         "-" if reported is None else f"{tok / reported - 1:+.1%}"),
+        ("against Meta's tokens/s", "-" if reported is None else signed_pct(start.error), "",
+         "-" if reported is None else signed_pct(tok / reported - 1)),
         ("peak memory per GPU", _memory(t, j.budget_gb), "not reported", _memory(p, j.budget_gb)),
     )
     head = ("", "Meta's layout, priced", f"Meta's run ({SOURCES['tflops']}, §3.3.2)", "the planner's pick")

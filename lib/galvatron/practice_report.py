@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lib.book import signed_pct
+
 from .published import load_runs, to_config, to_job
 from .search.step_kinds import breakdown, bubble_share  # noqa: F401  (chapter 9 reads them as pr.*)
 from .search.efficiency import GPU_DIR
@@ -173,7 +175,7 @@ def run_table(runs, ab: Ablation, fitted: set, step: int = -1) -> Table:
     for j, run in enumerate(runs):
         e, err = ab.estimate[step, j], ab.error[step, j]
         rows.append([run.name, to_config(run).label(), f"{ab.published[j]:,.1f}",
-                     "-" if not np.isfinite(e) else f"{e:,.1f}", "-" if not np.isfinite(err) else f"{err:+.1%}",
+                     "-" if not np.isfinite(e) else f"{e:,.1f}", "-" if not np.isfinite(err) else signed_pct(err),
                      "yes" if ab.fits[step, j] else "NO", f"{ab.peak_gb[step, j]:.1f}",
                      "fitted" if run.name in fitted else "chose a rule" if run.name in chose else "held out"])
     return Table(["run", "published configuration", "published (quoted)", "estimate", "error", "fits",
@@ -243,7 +245,7 @@ def breakdown_table(runs, rules=PRACTICE) -> Table:
         e = estimate_run(r, rules)
         b = breakdown(e)
         rows.append([r.name, f"{e['micro_batches']}", f"{e['step_s']:.2f}"]
-                    + [f"{b[k] / e['step_s']:.0%}" for k in kinds] + [f"{e['error']:+.1%}"])
+                    + [f"{b[k] / e['step_s']:.0%}" for k in kinds] + [signed_pct(e['error'])])
     return Table(["run", "m", "step (s)", "GEMMs", "attn.", "recomp.", "TP", "head", "bubble", "DP/ZeRO",
                   "error"], rows,
                  caption="estimated (practice) shares of one step of the published configuration, on its "

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from .search.rules import STACK_FIELDS, CostRules
+from .search.rules import STACK_FIELDS, STACK_NUMBERS, CostRules
 
 STACK_DIR = Path(__file__).resolve().parents[2] / "data" / "stacks"
 DEFAULT_STACK = "megatron-lm"
@@ -61,16 +61,23 @@ def resolve_stack(name: str | None) -> str:
 @lru_cache(maxsize=None)
 def load_stack(name: str | None = None) -> dict:
     """``data/stacks/<name>.json`` (``None``: the default stack) checked: every field one of
-    ``STACK_FIELDS`` with a boolean ``value`` and a ``source``. ValueError naming the stack and field."""
+    ``STACK_FIELDS`` with a boolean ``value`` or one of ``STACK_NUMBERS`` with a whole number >= 0, each with a
+    ``source``. ValueError naming the stack and field."""
     name = resolve_stack(name)
     d = _read(name)
     fields = d.get("fields")
     if not isinstance(fields, dict):
         raise ValueError(f"stack {name!r}: field fields: must be an object")
     for k, v in fields.items():
-        if k not in STACK_FIELDS:
-            raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: {STACK_FIELDS}")
-        if not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
+        if k not in STACK_FIELDS + STACK_NUMBERS:
+            raise ValueError(f"stack {name!r}: field fields.{k}: not a stack field; allowed: "
+                             f"{STACK_FIELDS + STACK_NUMBERS}")
+        if k in STACK_NUMBERS:
+            val = v.get("value") if isinstance(v, dict) else None
+            if isinstance(val, bool) or not isinstance(val, int) or val < 0 or not v.get("source"):
+                raise ValueError(f"stack {name!r}: field fields.{k}: needs a whole number >= 0 as value and a "
+                                 f"source; got {val!r}")
+        elif not isinstance(v, dict) or not isinstance(v.get("value"), bool) or not v.get("source"):
             raise ValueError(f"stack {name!r}: field fields.{k}: needs a boolean value and a source")
         chosen = v.get("chosen_on", [])
         if not (isinstance(chosen, list) and all(isinstance(r, str) for r in chosen)):

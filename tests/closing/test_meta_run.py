@@ -41,8 +41,11 @@ def test_the_two_splits_put_the_gap_on_one_side_each(start):
     assert comp.compute_s == pytest.approx(start.reported_step_s - start.model_sync_s)
     assert comm.compute_s == pytest.approx(t["pipeline_s"])              # the model's pipeline kept
     assert comm.sync_s == pytest.approx(start.reported_step_s - t["pipeline_s"])
-    # the model's step is shorter than Meta's, so counting the gap as compute lengthens T_c
-    assert t["step_s"] < start.reported_step_s
+    # the model's step is within 0.1% of Meta's; where Meta's step is longer than the model's, counting the
+    # gap as compute lengthens T_c
+    assert abs(t["step_s"] / start.reported_step_s - 1) < 1e-3
+    longer = replace(start, reported_tokens_s=0.9 * start.reported_tokens_s)
+    comp, comm = mr.split_step(longer, "compute"), mr.split_step(longer, "communication")
     assert comp.compute_s > comm.compute_s and comp.sync_s < comm.sync_s
     with pytest.raises(ValueError, match="gap must be one of"):
         mr.split_step(start, "both")
@@ -66,7 +69,7 @@ def test_without_a_published_run_the_models_step_is_the_chains():
 
 def test_the_chapters_held_out_error_is_the_h100s_stated_error():
     # one definition (lib/galvatron/plausibility.py): the median |error| over the 10 H100 runs no constant
-    # was fitted to and no stack rule chosen on (5 of calibration.json, 5 of heldout.json), 15.7%; 4 runs
+    # was fitted to and no stack rule chosen on (5 of calibration.json, 5 of heldout.json), 15.5%; 4 runs
     # fitted the H100's efficiency, and the two Llama 3 runs chose Meta's stack's queued reduce-scatters
     from lib.closing.report import held_glue
     from lib.galvatron.plausibility import stated_error
@@ -74,9 +77,9 @@ def test_the_chapters_held_out_error_is_the_h100s_stated_error():
     assert held_glue("h100-sxm-80gb") == {"stated_error": f"{stated_error('h100-sxm-80gb'):.1%}",
                                           "n_held": "10", "n_fitted": "4"}
     assert 0.15 < stated_error("h100-sxm-80gb") < 0.165
-    # Meta's stated layout, under Meta's stack, is well within it: +0.9% against Meta's 151 tokens/s/GPU
+    # Meta's stated layout, under Meta's stack, is well within it: +0.0% against Meta's 151 tokens/s/GPU
     start = mr.meta_start(CHAPTER_JOB)
-    assert abs(start.error) < stated_error("h100-sxm-80gb") and start.error == pytest.approx(0.009, abs=1e-3)
+    assert abs(start.error) < stated_error("h100-sxm-80gb") and start.error == pytest.approx(0.0, abs=1e-3)
 
 
 def test_within_says_whether_a_lead_is_inside_the_error():

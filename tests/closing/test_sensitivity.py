@@ -2,6 +2,8 @@
 figures; stage 2 under each step (Meta's, split two ways, and the planner's pick) and tail is the chain
 recomputed; the orderings the chapter states hold."""
 
+from dataclasses import replace
+
 import pytest
 
 from lib.closing import llama3 as l3
@@ -49,12 +51,16 @@ def test_sensitivity_is_the_chain_under_each_step_and_tail():
         assert r.est == split_step(start, gap)
         assert r.eff_no_backup == pytest.approx(meta_run(CHAPTER_JOB, gap).eff_no_backup)
         assert r.backup_gpus == 3 * 128  # ceil(2% of 128) of Meta's replicas of 128 GPUs
-    # the chapter's numbers (a regression guard): the gap as compute keeps 70.5% with the page's tail,
-    # as communication 70.7%, the pick 70.5%; backups: Meta's 86.2% and 86.3%, the pick's 81.3%
+    # the chapter's numbers (a regression guard): the gap (0.002 s) as compute or as communication keeps
+    # 70.9% with the page's tail, the pick 70.5%; backups: Meta's 86.4%, the pick's 81.3%
     m_c, m_x = by[STEPS[0], PAGE_TAIL.name], by[STEPS[1], PAGE_TAIL.name]
-    assert m_c.eff_no_backup == pytest.approx(0.705, abs=0.005)
-    assert m_x.eff_no_backup == pytest.approx(0.707, abs=0.005)
-    assert m_c.eff_no_backup < m_x.eff_no_backup  # more communication dilutes the stragglers' tax
+    assert m_c.eff_no_backup == pytest.approx(0.709, abs=0.005)
+    assert m_x.eff_no_backup == pytest.approx(0.709, abs=0.005)
+    assert abs(m_c.eff_no_backup - m_x.eff_no_backup) < 1e-3     # too small a gap for its split to matter
+    # more communication dilutes the stragglers' tax: where Meta's step is 10% longer than the model's
+    longer = replace(start, reported_tokens_s=0.9 * start.reported_tokens_s)
+    assert (one_run(CHAPTER_JOB, split_step(longer, "compute")).eff_no_backup
+            < one_run(CHAPTER_JOB, split_step(longer, "communication")).eff_no_backup)
     assert min(m_c.eff_backup, m_x.eff_backup) > page_pick.eff_backup  # smaller replicas, cheaper backups
     for c in cases:  # the failure stage without backups does not depend on the step model
         assert c.run.fail_no_backup["kept"] == pytest.approx(pick.fail_no_backup["kept"])

@@ -14,6 +14,8 @@ from lib.galvatron.__main__ import main
 from lib.galvatron.job_plan import make_job, megatron_flags, plan, read_model
 from lib.galvatron.search.cost import step_estimate
 from lib.galvatron.search.layout import ParallelConfig
+from lib.galvatron.search.rules import PRACTICE
+from lib.galvatron.stacks import stack_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -56,7 +58,7 @@ def test_top_layouts_fit_and_come_fastest_first(config):
     for r in rows:
         cfg = ParallelConfig(**r["config"])
         assert cfg.n_gpus == 64 and r["fits"] and r["peak_gb"] <= rep["usable_gb"]
-        est = step_estimate(job, cfg, "practice")          # the report is the cost model's own numbers
+        est = step_estimate(job, cfg, stack_rules(PRACTICE))   # the cost model's own numbers, default stack
         assert r["tokens_per_s_per_gpu"] == pytest.approx(est["tokens_per_s_per_gpu"], rel=1e-6)
         assert r["mfu"] == pytest.approx(est["tflops_per_gpu"] / rep["peak_tflops"], abs=1e-4)
         assert 0 < r["mfu"] < 1

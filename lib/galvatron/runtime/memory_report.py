@@ -21,6 +21,8 @@ Used in: book/galvatron/04_from_plan_to_run.
 
 from __future__ import annotations
 
+from lib.book import signed_pct
+
 from .memory import CATEGORIES, TRANSIENT, MemoryRecord
 
 MB = 2 ** 20
@@ -199,17 +201,12 @@ def stage_rows(plans: dict, model, measured: dict, split: dict | None = None) ->
     return out
 
 
-def _pct(x: float) -> str:
-    """``+4.7%``; a rounded zero is ``+0.0%``, never ``-0.0%``."""
-    return f"{x:+.1%}" if round(x * 100, 1) != 0 else "+0.0%"
-
-
 def memory_table(rows: list, caption: str):
     """Per plan and stage, each term as "estimated / measured MB (error of the estimate)", and the transient
     part of the measured peak."""
     from lib.html_table import HTMLTable
 
-    body = tuple((r["name"], *(f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({_pct(r[f'err_{t}'])})"
+    body = tuple((r["name"], *(f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({signed_pct(r[f'err_{t}'])})"
                                for t in TERMS), f"{r['transient_mb']:.2f}") for r in rows)
     head = ("plan", "model states", "activations", "peak", "transient")
     return HTMLTable(head, body, caption + "; each cell: estimated / measured MB (error of the estimate)",
@@ -286,7 +283,7 @@ def memory_findings(rows: list, measured: dict, model, cfg, profile_batch: int,
     if split_rows:  # the same rows with the "other" memory charged where it lives (``split``)
         fixed = [r for r in split_rows if r["name"].startswith("pp") and r["stage"] == 0]
         worst_t = {t: max(abs(r[f"err_{t}"]) for r in split_rows) for t in ("model_states", "activations")}
-        out["pp_split_err"] = (f"{_pct(fixed[0]['err_activations'])} on the first stage" if fixed
+        out["pp_split_err"] = (f"{signed_pct(fixed[0]['err_activations'])} on the first stage" if fixed
                                else "not measured (no pipeline ran)")
         out["split_worst"] = (f"{worst_t['model_states']:.1%} for model states and "
                               f"{worst_t['activations']:.1%} for activations")
@@ -320,7 +317,7 @@ def format_memory_rows(rows: list) -> str:
     head = f"{'plan':<22} {'model states':>24} {'activations':>24} {'peak':>24} {'transient':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        cells = [f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({_pct(r[f'err_{t}'])})" for t in TERMS]
+        cells = [f"{r[f'est_{t}_mb']:.2f} / {r[f'got_{t}_mb']:.2f} ({signed_pct(r[f'err_{t}'])})" for t in TERMS]
         lines.append(f"{r['name'][:22]:<22} " + " ".join(f"{c:>24}" for c in cells) + f" {r['transient_mb']:9.2f}")
     return "\n".join(lines)
 
@@ -330,7 +327,7 @@ def memory_glue(rows: list) -> dict:
     out = {"mem_tol": f"{TOLERANCE:.0%}"}
     for t in TERMS:
         w = max(rows, key=lambda r: abs(r[f"err_{t}"]))
-        out[f"mem_worst_{t}"] = f"{_pct(w[f'err_{t}'])} ({w['name']})"
+        out[f"mem_worst_{t}"] = f"{signed_pct(w[f'err_{t}'])} ({w['name']})"
         inside = sum(abs(r[f"err_{t}"]) <= TOLERANCE for r in rows)
         out[f"mem_within_{t}"] = f"{inside} of {len(rows)}"
     return out

@@ -288,27 +288,44 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
-def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False) -> float:
+def dp_buckets(stage_params: float, layer_params: float, d: int, rules: CostRules) -> int:
+    """How many buckets a stage of ``stage_params`` parameters per GPU splits its data-parallel collectives
+    into over ``d`` ranks, by the stack's numbers (``rules.STACK_NUMBERS``): a bucket holds
+    max(dp_bucket_params, dp_bucket_per_rank x d, dp_bucket_layers x ``layer_params``). 0: no bucket rule
+    (all three 0), one collective per stage."""
+    size = max(rules.dp_bucket_params, rules.dp_bucket_per_rank * d, rules.dp_bucket_layers * layer_params)
+    return max(1, math.ceil(stage_params / size - 1e-9)) if size > 0 and stage_params > 0 else 0
+
+
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False, buckets: int = 0) -> float:
     """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
     once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), or under none
     (phase "step": a weight gather the optimizer step waits for, ``rules.exposed_param_gather``), the
     per-micro-batch ones under each of the ``m``. ``queued`` (the stack field ``rules.queued_collectives``): the
     per-micro-batch ones may run on under the next micro-batch's compute, so the queue costs only what it
     outgrows a micro-batch's forward and backward by, m - 1 times, and the last one's tail. Without ZeRO
-    stages: ``_dp_exposed_layerwise``."""
+    stages: ``_dp_exposed_layerwise``. ``buckets`` (``dp_buckets``; 0: one collective): every collective
+    runs as that many equal buckets, each paying the collective's latency, and at least one bucket of each
+    phase is exposed (the last gradient bucket is ready only when its backward ends; the first weight bucket
+    is needed before its forward starts)."""
     if d == 1:
         return 0.0
+    n = max(1, buckets)
     t_step, t_mb = {"fwd": 0.0, "bwd": 0.0, "step": 0.0}, {"fwd": 0.0, "bwd": 0.0}
     for kind, nbytes, phase in colls["per_step"]:
-        t_step[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+        t_step[phase] += n * col.group_s(kind, nbytes / n, d, tp, net, hier)
     for kind, nbytes, phase in colls["per_micro_batch"]:
-        t_mb[phase] += col.group_s(kind, nbytes, d, tp, net, hier)
+        t_mb[phase] += n * col.group_s(kind, nbytes / n, d, tp, net, hier)
     windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
-    once = t_step["step"] + sum(max(0.0, t_step[p] - w) for p, w in windows)
+
+    def exposed(t, window):           # what outlasts the window; with buckets, at least one bucket
+        return max(t / n if buckets else 0.0, t - window)
+
+    once = t_step["step"] + sum(exposed(t_step[p], w) for p, w in windows)
     if not queued:
-        return once + m * sum(max(0.0, t_mb[p] - w) for p, w in windows)
+        return once + m * sum(exposed(t_mb[p], w) for p, w in windows)
     backlog = max(0, m - 1) * max(0.0, t_mb["fwd"] + t_mb["bwd"] - (mb_fwd + mb_bwd))
-    return once + backlog + sum(max(0.0, t_mb[p] - w) for p, w in windows)
+    return once + backlog + sum(exposed(t_mb[p], w) for p, w in windows)
 
 
 def _layerwise_p2p_s(pp: int, n_layers: int, m: int, send_s: float) -> float:
@@ -474,7 +491,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             colls = zr.collectives(zero, P, by.param, by.grad, gather_after_step=rules.exposed_param_gather)
             dp_s[key] = _dp_exposed(colls, layers[i] * fwd,
                                     layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat,
-                                    queued=rules.queued_collectives)
+                                    queued=rules.queued_collectives,
+                                    buckets=dp_buckets(P, layer_params, d, rules))
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

@@ -145,6 +145,9 @@ class CostRules:
     queued_collectives: bool = False
     exposed_param_gather: bool = False
     tp_backward_waits: bool = False
+    dp_bucket_params: int = 0          # stack numbers (STACK_NUMBERS): the DP collectives' buckets
+    dp_bucket_per_rank: int = 0
+    dp_bucket_layers: int = 0
     wave_quantization: bool = False
     measured_collectives: bool = False
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
@@ -188,6 +191,8 @@ class CostRules:
                 raise ValueError(f"CostRules.{f} must be True or False; got {getattr(self, f)!r}")
         if self.grad_reduce_bytes not in (2, 4) or isinstance(self.grad_reduce_bytes, bool):
             raise ValueError(f"CostRules.grad_reduce_bytes must be 2 or 4; got {self.grad_reduce_bytes!r}")
+        for f in STACK_NUMBERS:
+            number(f, 0, 1 << 40, integer=True)
         number("oversubscription", 1.0, 1e3)
         number("pod_nodes", 0, 1 << 30, integer=True)
         pairs = self.p2p_ms_per_mb_by_pp
@@ -336,6 +341,15 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: the TP overlap (``tp_comm_overlap``) waits for neither.
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
                 "tp_backward_waits") + STACK_LIMITS
+#: What a stack does, as numbers (0 in every preset): how it splits a stage's data-parallel collectives (the
+#: gradient all-reduce or reduce-scatter, ZeRO's weight gathers, once a step or every micro-batch) into buckets. A bucket
+#: holds max(``dp_bucket_params``, ``dp_bucket_per_rank`` x the dp x cp ranks, ``dp_bucket_layers`` x one
+#: layer's parameters) of the stage's parameters on one GPU (Megatron-Core: max(40M, 1M x dp); PyTorch DDP:
+#: 25 MB of gradients; FSDP: one Transformer block). Each bucket pays the collective's latency, and the last
+#: one (the first, for a gather) cannot start before its window ends (begins), so at least one bucket is
+#: exposed. All three 0: one collective per stage, hidden as far as its window allows (the rule before
+#: buckets).
+STACK_NUMBERS = ("dp_bucket_params", "dp_bucket_per_rank", "dp_bucket_layers")
 
 
 def stack_allows(rules: CostRules, field: str, value) -> bool:
