@@ -42,7 +42,7 @@ def _values(field: str, cfg, job) -> list:
     if field == "zero":
         return [0, 1, 2, 3]
     if field == "recompute":
-        return ["none", "selective", "full"]
+        return ["none", "selective", "op", "full"]
     if field == "sequence_parallel":
         return [False, True] if cfg.tp > 1 else [False]
     if field == "vp":

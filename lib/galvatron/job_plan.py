@@ -217,7 +217,7 @@ def megatron_flags(job, cfg, est) -> list[str]:
           1: ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"],
           2: ["--use-custom-fsdp", "--data-parallel-sharding-strategy optim_grads"],
           3: ["--use-custom-fsdp", "--data-parallel-sharding-strategy optim_grads_params"]}[cfg.zero]
-    if cfg.recompute == "selective":
+    if cfg.recompute in ("selective", "op"):     # op-level (torchtitan's) has no Megatron-LM flag: the nearest
         f.append("--recompute-granularity selective")
     elif cfg.recompute == "full":
         f += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
@@ -249,7 +249,9 @@ def torchtitan_toml(job, cfg) -> str:
     lines += ["", "[training]", f"global_batch_size = {job.global_batch}",
               f"local_batch_size = {job.global_batch // cfg.dp}", f"seq_len = {job.shape.seq_len}",
               'mixed_precision_param = "bfloat16"', "", "[activation_checkpoint]",
-              f'mode = "{cfg.recompute}"']
+              f'mode = "{"selective" if cfg.recompute == "op" else cfg.recompute}"']
+    if cfg.recompute == "op":
+        lines.append('selective_ac_option = "op"')
     if cfg.zero == 1:
         lines.insert(0, "# ZeRO-1 has no torchtitan equivalent: written as FSDP2 without resharding (ZeRO-2)")
     return "\n".join(lines)

@@ -79,7 +79,7 @@ class Config(_Strict):
     micro_batch: Optional[int] = Field(default=None, ge=1)
     sequence_parallel: Optional[bool] = None
     zero: Optional[Literal[0, 1, 2, 3]] = None
-    recompute: Optional[Literal["none", "selective", "full"]] = None
+    recompute: Optional[Literal["none", "selective", "op", "full"]] = None
     tp_comm_overlap: Optional[bool] = None
 
 

@@ -30,9 +30,9 @@ def test_every_stack_value_has_a_source():
         load_stack("nemo-9")
 
 
-def test_the_default_stack_adds_only_its_buckets_and_deepspeed_flattens_zero3():
+def test_the_default_stack_adds_its_buckets_and_limit_and_deepspeed_flattens_zero3():
     assert stack_rules(PRACTICE) == PRACTICE.with_(name="practice", dp_bucket_params=40_000_000,
-                                                   dp_bucket_per_rank=1_000_000)
+                                                   dp_bucket_per_rank=1_000_000, without_op_recompute=True)
     ds = stack_rules(PRACTICE, "deepspeed")
     assert ds.flat_zero3_collectives and not PRACTICE.flat_zero3_collectives
 

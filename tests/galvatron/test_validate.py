@@ -170,11 +170,12 @@ def test_tp_overlap_only_where_the_source_states_it(runs):
     e_off = step_estimate(to_job(r), to_config(r), "practice")          # practice itself: no overlap
     assert e["tp_s"] < e_off["tp_s"] and e["tokens_per_s_per_gpu"] > e_off["tokens_per_s_per_gpu"]
     # a run that does not state it is priced as practice prices it under its stack (Meta's: the
-    # reduce-scatters queued and FSDP's one unit a block, nothing else)
+    # reduce-scatters queued, FSDP's one unit a block, no op-level checkpointing; nothing else)
     from lib.galvatron.search.rules import PRACTICE
 
     s = by["llama3-405b-16384-8192"]
-    assert run_rules(s) == PRACTICE.with_(name="practice", queued_collectives=True, dp_bucket_layers=1)
+    assert run_rules(s) == PRACTICE.with_(name="practice", queued_collectives=True, dp_bucket_layers=1,
+                                          without_op_recompute=True)
     assert estimate_run(s, fill="one")["step_s"] == \
         step_estimate(to_job(s), to_config(s), run_rules(s))["step_s"]
 

@@ -20,6 +20,14 @@ for the ``s / cp`` local tokens (scores ``5 a (s/cp) s b / t``). A model trained
 no dropout masks and no dropout output, since the product with V reads the softmax's output itself: 8 instead
 of 10 s b h, and 2 instead of 5 a s^2 b.
 
+Op-level selective checkpointing (``"op"``, torchtitan's ``selective_ac_option = "op"``,
+torchtitan's ``_apply_ac_to_transformer_block``, "saves output of all compute ops, except every second mm": the output
+of every other matrix multiply, of the attention kernel and of the collectives, and recomputes the rest) keeps
+the layer's input, the outputs of the 1st, 3rd, 5th ... projections in their order (Q, K, V, out; the MLP's
+gate, up and down projections, or its two without a gate) and the attention output (``op_kept_widths``);
+backward recomputes the other projections (``op_recompute_share`` of the GEMMs' forward) and every
+element-wise op, but not attention.
+
 Attention FLOPs per token, forward: 4 s h (QK^T and the weighted sum, 2 FLOPs a multiply-add); a fused
 causal kernel skips the masked half (``causal_skip``). Ring attention (Liu et al. 2023) passes each rank's K and
 V blocks around the ``cp`` ring: cp - 1 sends of 2 b (s/cp) h_kv values forward, twice that backward (K, V and
@@ -28,7 +36,33 @@ their gradients), hidden under the attention compute of the step. Used in: ``cos
 
 from __future__ import annotations
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")
+
+
+def _projections(h: int, kv: int, ffn: int, gated: bool) -> list[tuple[int, int, bool]]:
+    """A layer's matrix multiplies in their forward order: (input width, output width, whether the output is
+    split over TP ranks without sequence parallelism: column-parallel)."""
+    mlp = [(h, ffn, True), (h, ffn, True), (ffn, h, False)] if gated else [(h, ffn, True), (ffn, h, False)]
+    return [(h, h, True), (h, kv, True), (h, kv, True), (h, h, False)] + mlp
+
+
+def op_kept_widths(h: int, kv: int, ffn: int, gated: bool, t: int = 1, sp: bool = False) -> float:
+    """Values per token one layer keeps under op-level checkpointing (``"op"``): its input, every other
+    projection's output (the 1st, 3rd, ...), the attention output. A column-parallel output is split over the
+    ``t`` TP ranks; the input and a row-parallel output only with sequence parallelism."""
+    row = 1 / t if sp else 1.0
+    kept = h * row + h / t                                            # the input, the attention output
+    for i, (_, out, col) in enumerate(_projections(h, kv, ffn, gated)):
+        if i % 2 == 0:
+            kept += out / t if col else out * row
+    return kept
+
+
+def op_recompute_share(h: int, kv: int, ffn: int, gated: bool) -> float:
+    """The share of a layer's projection FLOPs that op-level checkpointing recomputes: the projections it does
+    not keep (the 2nd, 4th, ...)."""
+    p = _projections(h, kv, ffn, gated)
+    return sum(a * b for i, (a, b, _) in enumerate(p) if i % 2 == 1) / sum(a * b for a, b, _ in p)
 
 
 def layer_activation_bytes(s: int, b: int, h: int, a: int, ffn: int, t: int = 1, *, gated: bool = False,
@@ -46,6 +80,8 @@ def layer_activation_bytes(s: int, b: int, h: int, a: int, ffn: int, t: int = 1,
     if recompute == "full":
         return 2 * sbh / (t if sp else 1) * scale
     kv = h if kv_hidden is None else kv_hidden
+    if recompute == "op":
+        return 2 * sl * b * op_kept_widths(h, kv, ffn, gated, t, sp) * scale
     split = 4 + 4 * kv / h + 4 * ffn / h * (1.5 if gated else 1.0)     # Q, out-proj input; K, V; the MLP
     whole = 10 if dropout else 8                 # norms' inputs, attention and MLP inputs, two dropout masks
     body = sbh * (whole + split) / t if sp else sbh * (whole + split / t)

@@ -283,7 +283,7 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     zero = cfg.zero if rules.zero_stages or cfg.zero in (0, 3) else 0
     sp = cfg.sequence_parallel and rules.sequence_parallel and cfg.tp > 1
     recompute = cfg.recompute
-    if recompute == "selective" and not rules.selective_recompute:
+    if recompute in ("selective", "op") and not rules.selective_recompute:
         recompute = "full"
     return schedule, vp, zero, sp, recompute
 
@@ -406,7 +406,9 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         fwd = gemm_fwd / q_fwd + attn_fwd
         bwd = 2.0 * gemm_fwd / q_bwd + 2.0 * attn_fwd
         q_head = qz.gemms_factor([(int(tokens), max(1, sh.vocab // tp), h)], gpu.sms, gpu.gemm_tile)
-    recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
+    # op-level checkpointing (torchtitan's "op") recomputes every other projection, not attention
+    op_share = act.op_recompute_share(h, sh.kv_hidden, sh.ffn, sh.gated_mlp)
+    recomp = {"none": 0.0, "selective": attn_fwd, "op": (fwd - attn_fwd) * op_share, "full": fwd}[recompute]
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
     # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
     # ones overlap the weight-gradient matmuls (half the backward: one forward's time), as Megatron-LM's
@@ -513,12 +515,13 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         # backward re-creates what the recompute dropped, one layer at a time: under full recompute the
         # whole layer's activations; under selective recompute only the attention scores it did not keep
         # (Korthikanti et al. 2022, section 5: none of them with fused attention, whose kernel recomputes
-        # the scores block by block itself), i.e. the layer without recompute less what selective keeps
+        # the scores block by block itself), i.e. the layer without recompute less what selective keeps;
+        # under op-level checkpointing likewise the layer less what it keeps
         a_work = act.layer_activation_bytes(s, mb, h, sh.n_heads, sh.ffn, tp, gated=sh.gated_mlp, sp=sp,
                                             recompute="none", fused_attention=rules.fused_attention, cp=cp,
                                             act_bytes=by.activation, kv_hidden=sh.kv_hidden,
                                             dropout=job.dropout)
-        if recompute == "selective":
+        if recompute in ("selective", "op"):
             a_work -= a_layer
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
     if zero == 3 and not rules.zero_stages and d > 1:

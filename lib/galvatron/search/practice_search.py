@@ -12,7 +12,7 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
 - ``vp`` is 1, 2 or 4 where it divides every stage's layers (with pipeline schedules); with uneven stages
   (``any_degrees``) also where it does not, and 8, up to ``pp vp = layers + 2`` (``layout.chunk_layers``:
   chunks of unequal layers, an embedding-only and a head-only chunk at the ends, as in Llama 3);
-- ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective (with its switch) or full;
+- ``zero`` is 0-3 (0 or 3 without ZeRO stages); ``recompute`` none, selective and op (with its switch; op only where the stack offers it) or full;
   sequence parallelism is on whenever tp > 1 (with its switch): it saves memory and costs nothing;
 - a stack's limits (``rules.STACK_LIMITS``, ``data/stacks/``) leave out what the stack could not do: no
   sequence parallelism, no selective recompute, no ZeRO stage, no context parallelism, stages and chunks
@@ -52,7 +52,8 @@ def layouts(job, rules: CostRules | None = None):
            and not rules.without_context_parallel else [1])
     even = rules.without_uneven_stages
     zeros = tuple(z for z in ((0, 1, 2, 3) if rules.zero_stages else (0, 3)) if stack_allows(rules, "zero", z))
-    recomputes = tuple(r for r in (("none", "selective", "full") if rules.selective_recompute else ("none", "full"))
+    recomputes = tuple(r for r in (("none", "selective", "op", "full") if rules.selective_recompute
+                                   else ("none", "full"))
                        if stack_allows(rules, "recompute", r))
     with_sp = rules.sequence_parallel and stack_allows(rules, "sequence_parallel", True)
     for tp in tps:
@@ -93,8 +94,9 @@ def layouts(job, rules: CostRules | None = None):
 
 def search_practice(job, rules: CostRules | None = "practice", prune: bool = True) -> tuple:
     """(best config or None, its estimate or None, layouts priced): the highest tokens/s/GPU that fits.
-    Layouts that differ only in recompute come in the order none, selective, full (each slower and smaller
-    than the one before): once one fits, the slower ones are not priced.
+    Layouts that differ only in recompute come in the order none, selective, op, full (each smaller than the
+    one before and, but for op against selective at sequences long enough for attention to outweigh half the
+    projections, slower): once one fits, the later ones are not priced.
 
     ``prune`` skips what cannot win, without changing the answer: layouts that differ only in ZeRO stage and
     recompute share their pipeline, and recompute only lengthens it, so the first of them (ZeRO 0, no

@@ -142,6 +142,7 @@ class CostRules:
     without_interleaving: bool = False
     without_tensor_parallel: bool = False
     without_pipeline: bool = False
+    without_op_recompute: bool = False
     queued_collectives: bool = False
     exposed_param_gather: bool = False
     tp_backward_waits: bool = False
@@ -317,11 +318,13 @@ MECHANISM_FIELDS = tuple(f for _, fs, _ in MECHANISMS for f in fs)
 #: ``without_sharded_gradients``: ZeRO-1 at most (optimizer states sharded; no ZeRO-2 or ZeRO-3), as nanotron's
 #: ZeroDistributedOptimizer; ``without_interleaving``: 1F1B without virtual stages (``vp`` is 1), as DeepSpeed's
 #: pipeline engine runs;
-#: ``without_tensor_parallel``, ``without_pipeline``: ``tp`` or ``pp`` is 1 (FSDP alone, as llm-foundry).
+#: ``without_tensor_parallel``, ``without_pipeline``: ``tp`` or ``pp`` is 1 (FSDP alone, as llm-foundry);
+#: ``without_op_recompute``: no op-level checkpointing (recompute ``"op"``, torchtitan's: every other
+#: projection's output kept, ``activations.py``), which only torchtitan offers.
 STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "without_zero",
                 "without_sharded_gradients",
                 "without_context_parallel", "without_uneven_stages", "without_fused_attention",
-                "without_interleaving", "without_tensor_parallel", "without_pipeline")
+                "without_interleaving", "without_tensor_parallel", "without_pipeline", "without_op_recompute")
 #: ``queued_collectives``: the per-micro-batch data-parallel collectives (ZeRO-2's gradient reduce-scatter,
 #: ZeRO-3's gathers) queue on their own stream and may run on under the next micro-batch's compute; only the
 #: last micro-batch's tail, and a queue that grows faster than compute drains it, are exposed. Off (every
@@ -359,7 +362,8 @@ def stack_allows(rules: CostRules, field: str, value) -> bool:
     if field == "zero":
         return not ((rules.without_zero and value > 0) or (rules.without_sharded_gradients and value > 1))
     if field == "recompute":
-        return not (rules.without_selective_recompute and value == "selective")
+        return not ((rules.without_selective_recompute and value == "selective")
+                    or (rules.without_op_recompute and value == "op"))
     if field == "sequence_parallel":
         return not (rules.without_sequence_parallel and value)
     if field == "vp":
