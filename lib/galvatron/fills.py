@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .search.activations import RECOMPUTE
 from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.rules import stack_allows
@@ -42,7 +43,7 @@ def _values(field: str, cfg, job) -> list:
     if field == "zero":
         return [0, 1, 2, 3]
     if field == "recompute":
-        return ["none", "selective", "op", "full"]
+        return list(RECOMPUTE)
     if field == "sequence_parallel":
         return [False, True] if cfg.tp > 1 else [False]
     if field == "vp":

@@ -107,16 +107,10 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     ``plausibility.lead_range``; null with one layout), "megatron", "nemo", "torchtitan"}; each layout also
     has "plausibility" (``plausibility.mfu_check``: implausible above the best published MFU x (1 + error))."""
     from .search.practice_search import search_top
-    from .search.rules import PRACTICE
     from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
-    from .stacks import resolve_stack, stack_rules
 
     check_int("--top", top, 1, 100)
-    try:
-        stack = resolve_stack(stack)                 # an alias ("megatron", "torchtitan") to its stack
-        rules = stack_rules(PRACTICE, stack)
-    except ValueError as e:
-        raise UserError(f"--stack: {e}") from None
+    stack, rules = _stack_rules(stack)
     found, priced = search_top(job, rules, top)
     if not found:
         raise UserError(f"--gpus {job.n_gpus}: no layout fits: none of {job.shape.name} with --global-batch "
@@ -141,6 +135,19 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
             "torchtitan": torchtitan_toml(job, first)}
 
 
+def _stack_rules(stack: str | None) -> tuple:
+    """(the stack ``stack`` names, an alias resolved, ``practice`` as it applies to that stack); UserError
+    naming ``--stack`` for an unknown one."""
+    from .search.rules import PRACTICE
+    from .stacks import resolve_stack, stack_rules
+
+    try:
+        stack = resolve_stack(stack)                 # an alias ("megatron", "torchtitan") to its stack
+        return stack, stack_rules(PRACTICE, stack)
+    except ValueError as e:
+        raise UserError(f"--stack: {e}") from None
+
+
 def _row(cfg, est, peak: float) -> dict:
     """One layout of ``plan``'s report: its config, label, tokens/s/GPU, MFU against ``peak`` FLOP/s, peak
     memory, step and the step split by kind."""
@@ -161,22 +168,18 @@ def price(job, config, stack: str | None = None) -> dict:
     two stacks shows what each stack waits for. ``--stack``-style UserError for an unknown stack."""
     from .search.cost import step_estimate
     from .search.layout import ParallelConfig
-    from .search.rules import PRACTICE
-    from .stacks import resolve_stack, stack_rules
 
     cfg = config if isinstance(config, ParallelConfig) else ParallelConfig(**config)
-    try:
-        rules = stack_rules(PRACTICE, resolve_stack(stack))
-    except ValueError as e:
-        raise UserError(f"--stack: {e}") from None
+    _, rules = _stack_rules(stack)
     return _row(cfg, step_estimate(job, cfg, rules), job.gpu.flops(job.dtype))
 
 
 def across_stacks(job, stack: str, other: str = "megatron-lm", top: int = 5) -> list[tuple[dict, dict]]:
     """``stack``'s ``top`` layouts for ``job``, each priced under ``other`` and under ``stack`` (rows of
-    ``price``, estimated): (other's row, stack's row) pairs, ``stack``'s fastest first."""
-    return [(price(job, r["config"], other), price(job, r["config"], stack))
-            for r in plan(job, stack, top)["layouts"]]
+    ``price``, estimated): (other's row, stack's row) pairs, ``stack``'s fastest first. Its own rows are
+    ``plan``'s, as priced by the search."""
+    rows = [{k: v for k, v in r.items() if k != "plausibility"} for r in plan(job, stack, top)["layouts"]]
+    return [(price(job, r["config"], other), r) for r in rows]
 
 
 def across_stacks_table(pairs, stack: str, other: str = "megatron-lm"):

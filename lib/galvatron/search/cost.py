@@ -407,8 +407,10 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         bwd = 2.0 * gemm_fwd / q_bwd + 2.0 * attn_fwd
         q_head = qz.gemms_factor([(int(tokens), max(1, sh.vocab // tp), h)], gpu.sms, gpu.gemm_tile)
     # op-level checkpointing (torchtitan's "op") recomputes every other projection, not attention
-    op_share = act.op_recompute_share(h, sh.kv_hidden, sh.ffn, sh.gated_mlp)
-    recomp = {"none": 0.0, "selective": attn_fwd, "op": (fwd - attn_fwd) * op_share, "full": fwd}[recompute]
+    if recompute == "op":
+        recomp = (fwd - attn_fwd) * act.op_recompute_share(h, sh.kv_hidden, sh.ffn, sh.gated_mlp)
+    else:
+        recomp = {"none": 0.0, "selective": attn_fwd, "full": fwd}[recompute]
     # tensor parallelism: 2 all-reduces forward, 2 backward, 2 more in a full recompute (SP: an all-gather
     # and a reduce-scatter each, the same bytes). Forward ones wait; with sequence parallelism the backward
     # ones overlap the weight-gradient matmuls (half the backward: one forward's time), as Megatron-LM's

@@ -24,6 +24,7 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
 
 from __future__ import annotations
 
+from .activations import RECOMPUTE
 from .cost import step_estimate
 from .layout import ParallelConfig, stage_layers
 from .rules import CostRules, get_rules, stack_allows
@@ -52,8 +53,7 @@ def layouts(job, rules: CostRules | None = None):
            and not rules.without_context_parallel else [1])
     even = rules.without_uneven_stages
     zeros = tuple(z for z in ((0, 1, 2, 3) if rules.zero_stages else (0, 3)) if stack_allows(rules, "zero", z))
-    recomputes = tuple(r for r in (("none", "selective", "op", "full") if rules.selective_recompute
-                                   else ("none", "full"))
+    recomputes = tuple(r for r in (RECOMPUTE if rules.selective_recompute else ("none", "full"))
                        if stack_allows(rules, "recompute", r))
     with_sp = rules.sequence_parallel and stack_allows(rules, "sequence_parallel", True)
     for tp in tps:
