@@ -11,7 +11,7 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 
 ``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
 --budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
-``plan --model CONFIG.json --gpus N --gpu h100-sxm-80gb --global-batch B --seq-len S [--stack megatron-lm]
+``plan --model CONFIG.json --gpus N --gpu h100-sxm-80gb --global-batch B --seq-len S [--stack megatron-lm] [--fabric efa-p5]
 [--top 5] [--json]`` plans the reader's own job under the practice rules (``job_plan.py``).
 ``python -m lib.galvatron validate --runs FILE...`` judges the cost model against published runs and sweeps
 (``validate.py``).
@@ -75,6 +75,9 @@ def _parser() -> OneLineParser:
     pl.add_argument("--seq-len", type=int, default=None, help="--model: tokens per sequence")
     pl.add_argument("--stack", default=None, help="--model: the software stack (data/stacks/: megatron-lm, "
                     "the default, fsdp, deepspeed, nanotron, ...; or an alias such as megatron, nemo, torchtitan)")
+    pl.add_argument("--fabric", default=None, help="--model: the fabric between nodes, priced at its published "
+                    "collective measurements (data/hardware/fabrics/fabrics.json: efa-p5, ib-ndr-400, ...); "
+                    "default: the GPU type's port")
     pl.add_argument("--top", type=int, default=5, help="--model: how many layouts to print (default 5)")
     pl.add_argument("--json", action="store_true", help="--model: print the report as JSON")
     sub.add_parser("validate", add_help=False, help="the cost model against published training runs and "

@@ -80,21 +80,27 @@ def shape_from_config(cfg, name: str, seq_len: int, where: str = "--model"):
                             gated_mlp=act in GATED_ACTS, n_kv_heads=kv)
 
 
-def make_job(shape, gpu: str, gpus: int, global_batch: int, gpus_per_node: int = 8):
-    """The ``layout.Job`` of the reader's job: bf16, no dropout (today's LLMs train without it)."""
+def make_job(shape, gpu: str, gpus: int, global_batch: int, gpus_per_node: int = 8, fabric: str | None = None):
+    """The ``layout.Job`` of the reader's job: bf16, no dropout (today's LLMs train without it). ``fabric``:
+    a fabric of ``data/hardware/fabrics/fabrics.json`` whose published collective measurements price the
+    traffic between nodes (None: the GPU type's default port at its link efficiency)."""
     from .search.efficiency import gpu_names, load_gpu
+    from .search.fabrics import fabric_names, port_gb_s_per_gpu
     from .search.layout import Job
 
     if gpu not in gpu_names():
         raise UserError(f"--gpu {gpu!r}: unknown GPU type; allowed: {', '.join(gpu_names())}")
+    if fabric is not None and fabric not in fabric_names():
+        raise UserError(f"--fabric {fabric!r}: unknown fabric; allowed: {', '.join(fabric_names())} "
+                        "(data/hardware/fabrics/fabrics.json)")
     check_int("--gpus", gpus, 1, 1 << 20)
     check_int("--global-batch", global_batch, 1, 1 << 30, "sequences per step")
     if gpus > gpus_per_node and gpus % gpus_per_node:
         raise UserError(f"--gpus {gpus}: whole nodes of {gpus_per_node} GPUs; allowed: a multiple of "
                         f"{gpus_per_node} (or at most one node)")
+    port = port_gb_s_per_gpu(fabric) if fabric else FABRIC_DEFAULT.get(gpu, 25.0)
     return Job(shape=shape, gpu=load_gpu(gpu), n_gpus=gpus, gpus_per_node=min(gpus_per_node, gpus),
-               port_gb_s=FABRIC_DEFAULT.get(gpu, 25.0), global_batch=global_batch, dtype="bf16",
-               dropout=False)
+               port_gb_s=port, global_batch=global_batch, dtype="bf16", dropout=False, fabric=fabric or "")
 
 
 def plan(job, stack: str | None = None, top: int = 5) -> dict:
@@ -128,6 +134,7 @@ def plan(job, stack: str | None = None, top: int = 5) -> dict:
     if len(rows) > 1:
         lead = lead_range(rows[0]["tokens_per_s_per_gpu"], rows[1]["tokens_per_s_per_gpu"], err)
     return {"model": job.shape.name, "gpus": job.n_gpus, "gpu": job.gpu.name, "stack": stack,
+            "fabric": job.fabric or None,
             "global_batch": job.global_batch, "seq_len": job.shape.seq_len,
             "usable_gb": round(job.gpu.usable_mem_bytes / 1e9, 2), "peak_tflops": peak / 1e12, "priced": priced,
             "layouts": rows, "best_published_mfu": best, "stated_error": err, "lead_over_second": lead,
@@ -262,7 +269,8 @@ def torchtitan_toml(job, cfg) -> str:
 
 def text(report: dict) -> str:
     """The report as the terminal prints it."""
-    out = [f"{report['model']} on {report['gpus']:,} x {report['gpu']} ({report['stack']} stack), global batch "
+    fabric = f", {report['fabric']} fabric" if report.get("fabric") else ""
+    out = [f"{report['model']} on {report['gpus']:,} x {report['gpu']} ({report['stack']} stack{fabric}), global batch "
            f"{report['global_batch']:,} x {report['seq_len']:,} tokens: {report['priced']:,} layouts priced "
            f"(estimated, practice rules; usable {report['usable_gb']:.1f} GB per GPU)"]
     out.append(f"{'#':>2s} {'layout':52s} {'tokens/s/GPU':>12s} {'MFU':>6s} {'peak GB':>8s}  step by kind (s)")
@@ -297,7 +305,8 @@ def main(args) -> int:
         missing = "--seq-len" if args.seq_len is None else "--global-batch"
         raise UserError(f"{missing}: required with --model")
     check_int("--seq-len", args.seq_len, 1, 1 << 20, "tokens per sequence")
-    job = make_job(read_model(args.model, args.seq_len), args.gpu, args.gpus, args.global_batch)
+    job = make_job(read_model(args.model, args.seq_len), args.gpu, args.gpus, args.global_batch,
+                   fabric=args.fabric)
     report = plan(job, args.stack, args.top)
     print(json.dumps(report) if args.json else text(report))
     return 0 if math.isfinite(report["layouts"][0]["tokens_per_s_per_gpu"]) else 1

@@ -380,3 +380,36 @@ def sweep_figure(rows: list, title: str):
     fig.update_xaxes(title_text="layout, fastest measured first")
     fig.update_layout(barmode="group")
     return layout(fig, title, height=420)
+
+
+def playbook_figure(report: dict, title: str):
+    """Estimated over measured tokens/s/GPU of each of the Ultra-Scale Playbook's best layouts (``report``:
+    ``playbook_report.playbook_report``) by node count, priced on the fabric as the playbook measured it and
+    on the default port, each run's two estimates joined; the four model sizes side by side at each count."""
+    import plotly.graph_objects as go
+
+    models = sorted({r["model"] for r in report["rows"]}, key=lambda m: float(m.rstrip("B")))
+    shift = {m: (i - (len(models) - 1) / 2) * 0.12 for i, m in enumerate(models)}
+    fig = go.Figure()
+    x0, x1 = -0.5, 6.5
+    fig.add_shape(type="rect", x0=x0, x1=x1, y0=0.85, y1=1.15, line_width=0,
+                  fillcolor=PALETTE["light"], opacity=0.6, layer="below")
+    fig.add_shape(type="line", x0=x0, x1=x1, y0=1, y1=1, line=dict(color=PALETTE["neutral"], width=1))
+    xs = {r["name"]: np.log2(r["nodes"]) + shift[r["model"]] for r in report["rows"]}
+    for r in report["rows"]:
+        fig.add_trace(go.Scatter(x=[xs[r["name"]]] * 2, y=[1 + r["error"], 1 + r["error_default"]],
+                                 mode="lines", line=dict(color=PALETTE["neutral"], width=1),
+                                 showlegend=False, hoverinfo="skip"))
+    for key, name, sym, color in (("error", "EFA as the playbook measured it", "circle", PALETTE["primary"]),
+                                  ("error_default", "default port (50 GB/s x link efficiency)",
+                                   "circle-open", PALETTE["secondary"])):
+        fig.add_trace(go.Scatter(
+            x=[xs[r["name"]] for r in report["rows"]], y=[1 + r[key] for r in report["rows"]], mode="markers",
+            name=name, marker=dict(symbol=sym, size=9, color=color, line=dict(width=2, color=color)),
+            text=[f"{r['model']}, {r['nodes']} nodes: {r['config']}" for r in report["rows"]],
+            hovertemplate="%{text}<br>estimated / measured %{y:.2f}<extra></extra>"))
+    fig.update_xaxes(title_text="nodes of 8 H100 (the four model sizes side by side, smallest left)",
+                     tickvals=list(range(7)), ticktext=[str(2**i) for i in range(7)], range=[x0, x1])
+    fig.update_yaxes(title_text="estimated / measured tokens/s/GPU", type="log",
+                     tickvals=[0.25, 0.5, 0.85, 1, 1.15, 2, 4])
+    return layout(fig, title, height=460)

@@ -19,7 +19,12 @@ fill of every other null field, and ``filled(run)`` lists them:
                     (Megatron-core's ``--tp-comm-overlap``); an optional field beyond the spec's schema
 ``kv_heads``        ``heads`` (multi-head attention); ``ffn``: 4 x hidden; ``gated_mlp``: false
 ``dropout``         true (Megatron-LM's GPT default, 0.1); an optional field beyond the spec's schema
-``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR)
+``gpus_per_node``   8; ``fabric_gb_s_per_gpu``: 25 (A100: HDR InfiniBand) or 50 (H100: NDR), or the line
+                    rate of the stated ``fabric``'s NICs per GPU
+``fabric``          none: collectives at ``fabric_gb_s_per_gpu`` times the GPU type's link efficiency. A
+                    named fabric (``data/hardware/fabrics/fabrics.json``) prices them at its published
+                    achieved bandwidth by nodes spanned (``search/fabrics.py``); an optional field beyond
+                    the spec's schema
 ``stack``           ``megatron-lm`` (``stacks.DEFAULT_STACK``; the stacks are ``data/stacks/*.json``);
                     an optional field beyond the spec's schema
 =================== ==================================================================================
@@ -68,6 +73,7 @@ class Cluster(_Strict):
     gpus: int = _at_most("gpus")
     gpus_per_node: Optional[int] = _at_most("gpus_per_node", default=None)
     fabric_gb_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    fabric: Optional[str] = None       # data/hardware/fabrics/fabrics.json; null: none stated
 
 
 class Config(_Strict):
@@ -159,6 +165,16 @@ def check_config(path: str, run: Run) -> None:
         raise UserError(f"{path}: run {run.name!r}: field config: {e}") from None
 
 
+def check_fabric(path: str, run: Run) -> None:
+    """UserError naming the run and field ``cluster.fabric`` where it names no fabric of fabrics.json."""
+    from .search.fabrics import fabric_names
+
+    f = run.cluster.fabric
+    if f is not None and f not in fabric_names():
+        raise UserError(f"{path}: run {run.name!r}: field cluster.fabric: {f!r} is not a fabric of "
+                         f"data/hardware/fabrics/fabrics.json; known: {', '.join(fabric_names())}")
+
+
 def load_runs(path: str) -> RunsFile:
     """A runs file, checked; UserError ``FILE: run NAME: field F: what is wrong`` on a bad one."""
     with open(path) as f:
@@ -172,6 +188,7 @@ def load_runs(path: str) -> RunsFile:
         run, what = _describe(e, raw.get("runs") if isinstance(raw, dict) else None)
         raise UserError(f"{path}: {run + ': ' if run else ''}{what}") from None
     for r in rf.runs:  # before any estimate: a tool's progress bar never comes before the line
+        check_fabric(path, r)
         check_shape(path, r)
         check_config(path, r)
     names = [r.name for r in rf.runs]
@@ -210,7 +227,8 @@ def filled(run: Run) -> list[str]:
         if getattr(run.model, f) is None:
             out.append(f"{f}={values[f]}")
     for f in ("gpus_per_node", "fabric_gb_s_per_gpu"):
-        if getattr(run.cluster, f) is None:
+        # a stated fabric gives the port its line rate: not a default
+        if getattr(run.cluster, f) is None and not (f == "fabric_gb_s_per_gpu" and run.cluster.fabric):
             out.append(f"{f}={values[f]}")
     return out
 
@@ -232,10 +250,18 @@ def to_job(run: Run, gpu=None, global_batch: int | None = None):
 
     c = run.cluster
     return Job(shape=to_shape(run), gpu=load_gpu(c.gpu) if gpu is None else gpu, n_gpus=c.gpus,
-               gpus_per_node=c.gpus_per_node or 8,
-               port_gb_s=c.fabric_gb_s_per_gpu or FABRIC_DEFAULT[c.gpu],
+               gpus_per_node=c.gpus_per_node or 8, port_gb_s=port_gb_s(c),
                global_batch=global_batch or run.global_batch, dtype=run.precision,
-               dropout=run.model.dropout is not False)
+               dropout=run.model.dropout is not False, fabric=c.fabric or "")
+
+
+def port_gb_s(c: Cluster) -> float:
+    """GB/s per GPU between nodes: as stated, else the stated fabric's line rate per GPU, else the default."""
+    from .search.fabrics import port_gb_s_per_gpu
+
+    if c.fabric_gb_s_per_gpu:
+        return c.fabric_gb_s_per_gpu
+    return port_gb_s_per_gpu(c.fabric) if c.fabric else FABRIC_DEFAULT[c.gpu]
 
 
 def to_config(run: Run):

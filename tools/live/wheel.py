@@ -24,7 +24,7 @@ EXCLUDE = ("lib/placement/", "lib/galvatron/runtime/", "lib/rerun/", "lib/gpt.py
            # the published-runs readers and what builds on them (pydantic, tqdm): the book's, not a widget's
            "lib/galvatron/published.py", "lib/galvatron/validate.py", "lib/galvatron/practice_report.py",
            "lib/galvatron/practice_figures.py", "lib/galvatron/exercises_practice.py",
-           "lib/galvatron/practice_picks.py",
+           "lib/galvatron/practice_picks.py", "lib/galvatron/playbook_report.py",
            # files read back by the command-line tools (pydantic)
            "lib/readback.py", "lib/runlog_schema.py",
            # Part III against production: the observations' reader and what builds on it (pydantic)

@@ -46,6 +46,16 @@ def _projections(h: int, kv: int, ffn: int, gated: bool) -> list[tuple[int, int,
     return [(h, h, True), (h, kv, True), (h, kv, True), (h, h, False)] + mlp
 
 
+def tp_linear_shares(h: int, kv: int, ffn: int, gated: bool) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(column-parallel, row-parallel) linear layers of one layer as shares of its projection FLOPs, with the
+    query/key/value projections fused into one column layer and the MLP's input projections (gate and up)
+    into another, as nanotron and Megatron-LM build them: ((qkv, mlp in), (attention out, mlp out))."""
+    p = [a * b for a, b, _ in _projections(h, kv, ffn, gated)]
+    total = sum(p)
+    qkv, out, mlp_in, mlp_out = sum(p[:3]), p[3], sum(p[4:-1]), p[-1]
+    return (qkv / total, mlp_in / total), (out / total, mlp_out / total)
+
+
 def op_kept_widths(h: int, kv: int, ffn: int, gated: bool, t: int = 1, sp: bool = False) -> float:
     """Values per token one layer keeps under op-level checkpointing (``"op"``): its input, every other
     projection's output (the 1st, 3rd, ...), the attention output. A column-parallel output is split over the

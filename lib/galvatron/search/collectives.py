@@ -42,6 +42,7 @@ class Network:
     # ...; empty: port_bw as given), one node's NVLink all-reduce bus bandwidth (0: nvlink_bw) and NCCL's
     # tree latency for inter-node all-reduces
     port_fraction_points: tuple = ()
+    port_fraction_points_gather: tuple = ()     # all-gather and reduce-scatter where measured apart
     nvlink_allreduce_bw: float = 0.0
     tree_allreduce: bool = False
 
@@ -88,7 +89,8 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     if net.port_fraction_points:
         from .fabrics import interpolate
 
-        port *= interpolate(net.port_fraction_points, nodes)
+        gather = kind in ("all-gather", "reduce-scatter") and net.port_fraction_points_gather
+        port *= interpolate(net.port_fraction_points_gather if gather else net.port_fraction_points, nodes)
     if nodes == 1:
         bw = net.nvlink_allreduce_bw if kind == "all-reduce" and net.nvlink_allreduce_bw else net.nvlink_bw
         return ring_s(kind, nbytes, size, bw, net.nvlink_latency)

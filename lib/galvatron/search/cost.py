@@ -20,16 +20,18 @@ Used in: book/galvatron/02_the_cost_model.ipynb, 03_the_search.ipynb.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from . import activations as act
 from . import collectives as col
+from . import fabrics as fb
 from . import schedules as sch
 from . import quantization as qz
 from . import zero as zr
 from .efficiency import efficiency
-from .layout import LayoutError, check_layout, chunk_layers, stage_layers
+from .layout import LayoutError, check_layout, chunk_layers, stage_layers, stage_layers_by_cost
 from .precision import bytes_per_value
 from .profiles import ClusterProfile, LayerProfile, ModelProfile
 from .rules import CostRules, get_rules
@@ -255,16 +257,15 @@ def network_of(job, rules: CostRules | None = None):
                       nvlink_latency=g.nvlink_latency_s if lat else 0.0,
                       port_latency=g.port_latency_s if lat else 0.0,
                       oversubscription=rules.oversubscription, pod_nodes=rules.pod_nodes)
-    if rules.measured_collectives and rules.hierarchical_network:
+    fabric = job.fabric or (fb.fabric_for(g.name) if rules.measured_collectives else "")
+    if fabric and rules.hierarchical_network:
         # the fabric's published achieved bandwidth by nodes spanned, of the line rate (fabrics.py), the
-        # node's published NVLink all-reduce bus bandwidth, NCCL's tree latency for inter-node all-reduces
-        from dataclasses import replace as _replace
-
-        from . import fabrics as fb
-
-        net = _replace(net, port_bw=job.port_gb_s * 1e9,
-                       port_fraction_points=fb.fraction_points(fb.fabric_for(g.name)),
-                       nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
+        # node's published NVLink all-reduce bus bandwidth, NCCL's tree latency for inter-node all-reduces:
+        # for a job that states its fabric, and for every job under the candidate measured_collectives
+        net = replace(net, port_bw=job.port_gb_s * 1e9,
+                      port_fraction_points=fb.fraction_points(fabric),
+                      port_fraction_points_gather=fb.fraction_points(fabric, "gather"),
+                      nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
     return net
 
 
@@ -286,6 +287,16 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     if recompute in ("selective", "op") and not rules.selective_recompute:
         recompute = "full"
     return schedule, vp, zero, sp, recompute
+
+
+def stages_of(sh, pp: int, vp: int, rules: CostRules) -> list[int]:
+    """Layers on each pipeline stage of a model of shape ``sh``: split by cost where the stack does
+    (``rules.stages_by_cost``, without interleaving; nanotron's costs: a layer 4 h^2 + 3 ffn h, the head
+    vocab x h), else by count (``layout.stage_layers``). LayoutError where the cost split empties a stage."""
+    if rules.stages_by_cost and pp > 1 and vp == 1:
+        h = sh.hidden
+        return stage_layers_by_cost(sh.n_layers, pp, 4 * h * h + 3 * sh.ffn * h, sh.vocab * h)
+    return stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
 
 
 def dp_buckets(stage_params: float, layer_params: float, d: int, rules: CostRules) -> int:
@@ -375,7 +386,7 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         chunks = chunk_layers(L, pp, vp)
         layers = [sum(c) for c in chunks]
     else:
-        layers = stage_layers(L, pp, uneven=rules.any_degrees)
+        layers = stages_of(sh, pp, vp, rules)
         if vp > 1 and any(n % vp for n in layers):
             raise LayoutError(f"vp={vp} must divide every stage's layers {sorted(set(layers))}")
         chunks = [[n // vp] * vp for n in layers]
@@ -425,7 +436,20 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         # linear layers) hides none under the weight-gradient GEMMs, and each of the two column-parallel
         # layers gathers its sequence-parallel input again for its weight gradient
         tp_bwd = 2 * tp_one + 2 * col.group_s("all-gather", tokens * h * by.activation, tp, 1, net, hier)
-    if rules.tp_comm_overlap and sp:
+    if rules.tp_comm_overlap and sp and rules.tp_overlap_own_shard:
+        # nanotron's async TP (rules.tp_overlap_own_shard): a column layer's forward gather runs under the GEMM
+        # of the rank's own slice only; the row layers' forward reduce-scatters wait; in backward the column
+        # layer gathers under its input-gradient GEMM and reduce-scatters under its weight-gradient GEMM, the
+        # row layer gathers the output gradient under its own slice's GEMM. A full recompute repeats the forward
+        act_bytes = tokens * h * by.activation
+        ag = col.group_s("all-gather", act_bytes, tp, 1, net, hier)
+        rs = col.group_s("reduce-scatter", act_bytes, tp, 1, net, hier)
+        gemm_fwd = fwd - attn_fwd
+        cols, rows = act.tp_linear_shares(h, sh.kv_hidden, sh.ffn, sh.gated_mlp)
+        tp_fwd = (sum(max(0.0, ag - gemm_fwd * c / tp) for c in cols) + len(rows) * rs) * (2 if full_rc else 1)
+        tp_bwd = (sum(max(0.0, ag - gemm_fwd * c) + max(0.0, rs - gemm_fwd * c) for c in cols)
+                  + sum(max(0.0, ag - gemm_fwd * r / tp) for r in rows))
+    elif rules.tp_comm_overlap and sp:
         # Megatron-core's --tp-comm-overlap splits each all-gather / reduce-scatter into chunks pipelined
         # with the GEMM that consumes or produces it: only what outlasts the layer's GEMMs stays exposed
         gemm_fwd = fwd - attn_fwd

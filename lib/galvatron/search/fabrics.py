@@ -2,14 +2,18 @@
 (``data/hardware/fabrics/fabrics.json``, every point with its source).
 
 ``port_fraction(fabric, nodes)``: a NIC's achieved all-reduce bus bandwidth over its line rate when a
-collective spans ``nodes`` nodes, piecewise linear in log2(nodes) between the published points and flat
+collective spans ``nodes`` nodes (``kind="gather"``: all-gather and reduce-scatter, where the fabric's source
+measured them apart, its ``gather_points``; otherwise the all-reduce points), piecewise linear in log2(nodes) between the published points and flat
 beyond them (at one node the fabric is not used: 1); two-node figures of NCCL's tree algorithm exceed the
 line rate and are capped at 1. ``nvlink_allreduce_bw(gpu)``: the bus bandwidth of an all-reduce over one
 8-GPU node (bytes/s). ``fabric_for(gpu)``: the fabric a run on that GPU type is priced on (the runs schema
 has no fabric field; the file says why each default).
 
-Used by ``cost.network_of`` under ``rules.measured_collectives`` (a candidate: off in every preset), which
-also prices an inter-node all-reduce's latency as NCCL's tree does (2 ceil(log2 nodes) hops, not the ring's
+``port_gb_s_per_gpu(fabric, gpus_per_node)``: the line rate of a node's NICs shared by its GPUs.
+
+Used by ``cost.network_of`` for a job that states its fabric (``Job.fabric``, a runs file's
+``cluster.fabric``), and for every job under ``rules.measured_collectives`` (a candidate: off in every
+preset), which also prices an inter-node all-reduce's latency as NCCL's tree does (2 ceil(log2 nodes) hops, not the ring's
 2 (nodes - 1)); ``collectives.group_s`` reads the fields this sets on its ``Network``.
 """
 
@@ -33,14 +37,32 @@ def fabric_names() -> list[str]:
     return sorted(_load()["fabrics"])
 
 
-def fraction_points(fabric: str) -> tuple:
-    """((nodes, fraction of line rate), ...) of ``fabric``, sorted by nodes, each fraction capped at 1."""
+def _fabric(fabric: str) -> dict:
     fabs = _load()["fabrics"]
     if fabric not in fabs:
         raise ValueError(f"unknown fabric {fabric!r}; known: {fabric_names()}")
-    f = fabs[fabric]
+    return fabs[fabric]
+
+
+def fraction_points(fabric: str, kind: str = "all-reduce") -> tuple:
+    """((nodes, fraction of line rate), ...) of ``fabric``, sorted by nodes, each fraction capped at 1.
+    ``kind``: ``all-reduce`` (its ``points``) or ``gather`` (its ``gather_points`` where it has them)."""
+    if kind not in ("all-reduce", "gather"):
+        raise ValueError(f"kind must be 'all-reduce' or 'gather'; got {kind!r}")
+    f = _fabric(fabric)
     line = float(f["line_rate_gb_s_per_nic"])
-    return tuple(sorted((int(p["nodes"]), min(1.0, float(p["busbw_gb_s_per_nic"]) / line)) for p in f["points"]))
+    pts = f.get("gather_points") if kind == "gather" else None
+    return tuple(sorted((int(p["nodes"]), min(1.0, float(p["busbw_gb_s_per_nic"]) / line))
+                        for p in (pts or f["points"])))
+
+
+def port_gb_s_per_gpu(fabric: str) -> float:
+    """GB/s per GPU between nodes: the line rate of a node's NICs (``nics_per_node``) shared by its GPUs
+    (``gpus_per_node``, 8 where the file does not say; one NIC per GPU where it does not say either). A job
+    on fewer GPUs than a node still runs on the node's hardware."""
+    f = _fabric(fabric)
+    gpus = int(f.get("gpus_per_node", 8))
+    return float(f["line_rate_gb_s_per_nic"]) * int(f.get("nics_per_node", gpus)) / gpus
 
 
 def interpolate(points: tuple, nodes: int) -> float:

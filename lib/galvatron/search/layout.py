@@ -19,6 +19,12 @@ layout (section 3.3.2: one layer fewer on the first and last stages, "the first 
 stage has only the embedding, and the last model chunk on the last stage has only output projection and
 loss calculation"; 126 layers, PP 16, 128 chunks: vp 8). Where ``vp`` divides every stage's layers the
 chunks are the stage's layers split evenly, as before.
+
+Layers over stages by cost (``stage_layers_by_cost``, a stack's ``stages_by_cost``): nanotron's split. Each
+block has a cost (a layer: its matmul parameters; the output head: vocabulary x hidden; the embedding: 0);
+walking the blocks in order with their running total, a block goes to the current stage, and the stage is
+full once the total passes its share (r + 1) / pp of the whole (``models/base.py``, ``build_model``). The
+head's cost pushes layers towards the first stages.
 """
 
 from __future__ import annotations
@@ -83,7 +89,9 @@ class ParallelConfig:
 class Job:
     """A training job: the model shape (``analytic.TransformerShape``), the GPU (``efficiency.GpuSpec``), the
     cluster (``n_gpus`` in nodes of ``gpus_per_node``, ``port_gb_s`` per GPU between nodes, peak) and the
-    user's global batch in sequences of ``shape.seq_len`` tokens."""
+    user's global batch in sequences of ``shape.seq_len`` tokens. ``fabric``: the fabric between nodes, a
+    name of ``data/hardware/fabrics/fabrics.json`` whose published collective measurements price it ("": not
+    stated, ``port_gb_s`` at the GPU type's link efficiency)."""
 
     shape: object
     gpu: object
@@ -93,6 +101,7 @@ class Job:
     global_batch: int
     dtype: str = "bf16"
     dropout: bool = True               # dropout masks kept for backward (activations.py)
+    fabric: str = ""
 
     def __post_init__(self):
         for f in ("n_gpus", "gpus_per_node", "global_batch"):
@@ -151,6 +160,28 @@ def stage_layers(n_layers: int, pp: int, uneven: bool = True) -> list[int]:
         out[order[i % pp]] -= 1
         surplus -= 1
         i += 1
+    return out
+
+
+def stage_layers_by_cost(n_layers: int, pp: int, layer_cost: float, head_cost: float) -> list[int]:
+    """Layers on each of ``pp`` stages under nanotron's split by cost (see the module docstring); the head
+    runs on the last stage. LayoutError where the split leaves a stage without a layer (the head's cost
+    larger than a stage's share would leave the last stages empty: nanotron would build no block there)."""
+    if pp < 1 or n_layers < pp:
+        raise ValueError(f"pp must be in [1, {n_layers}] for {n_layers} layers; got {pp!r}")
+    if not (layer_cost > 0 and head_cost >= 0):
+        raise ValueError(f"layer_cost must be > 0 and head_cost >= 0; got {layer_cost!r}, {head_cost!r}")
+    total = n_layers * layer_cost + head_cost
+    out, rank, run = [0] * pp, 0, 0.0
+    for i in range(n_layers + 1):             # the layers, then the head
+        run += layer_cost if i < n_layers else head_cost
+        if i < n_layers:
+            out[rank] += 1
+        if run > total * (rank + 1) / pp * (1 + 1e-12) and rank < pp - 1:
+            rank += 1
+    if min(out) == 0:
+        raise LayoutError(f"pp={pp}: splitting {n_layers} layers by cost with the output head leaves "
+                          f"stage {out.index(0)} without a layer")
     return out
 
 

@@ -25,8 +25,8 @@ The search space is bounded so that 16,384 GPUs take seconds, not hours:
 from __future__ import annotations
 
 from .activations import RECOMPUTE
-from .cost import step_estimate
-from .layout import ParallelConfig, stage_layers
+from .cost import stages_of, step_estimate
+from .layout import LayoutError, ParallelConfig, stage_layers
 from .rules import CostRules, get_rules, stack_allows
 
 MICRO_BATCHES = (1, 2, 4, 8)
@@ -75,6 +75,11 @@ def layouts(job, rules: CostRules | None = None):
                 else:
                     mbs = [max(mb for mb in MICRO_BATCHES if mb <= rules.micro_bsz and local % mb == 0)]
                 layers = stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
+                if rules.stages_by_cost and pp > 1:
+                    try:
+                        stages_of(sh, pp, 1, rules)
+                    except LayoutError:       # the stack's split by cost leaves a stage empty
+                        continue
                 vps = [1]
                 interleaves = rules.pipeline_schedules and pp > 1 and stack_allows(rules, "vp", 2)
                 if interleaves and even:

@@ -146,6 +146,8 @@ class CostRules:
     queued_collectives: bool = False
     exposed_param_gather: bool = False
     tp_backward_waits: bool = False
+    tp_overlap_own_shard: bool = False
+    stages_by_cost: bool = False
     dp_bucket_params: int = 0          # stack numbers (STACK_NUMBERS): the DP collectives' buckets
     dp_bucket_per_rank: int = 0
     dp_bucket_layers: int = 0
@@ -342,8 +344,17 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: its input again (``tp_recompute_allgather``); off: Megatron-LM's sequence-parallel linear layers, whose
 #: backward reduce-scatters run under the weight-gradient GEMMs (Korthikanti et al. 2022). A run that states
 #: the TP overlap (``tp_comm_overlap``) waits for neither.
+#: ``tp_overlap_own_shard``: what the TP overlap hides when a run turns it on (``tp_comm_overlap``): only the
+#: GEMM on a rank's own shard runs under an all-gather, and the forward's reduce-scatters wait (nanotron's
+#: ``tp_linear_async_communication``: ``_ColumnLinearAsyncCommunication`` multiplies its own slice while the
+#: input gathers, ``_RowLinearAsyncCommunication`` reduce-scatters synchronously in forward and gathers the
+#: output gradient under its own slice's GEMM in backward; the column layer's backward gathers under the
+#: input-gradient GEMM and reduce-scatters under the weight-gradient GEMM). Off: Megatron-core's
+#: ``--tp-comm-overlap``, which pipelines every chunk of every TP collective with its GEMM.
+#: ``stages_by_cost``: pipeline stages split by a cost per block, the output head's included
+#: (``layout.stage_layers_by_cost``: nanotron's ``build_model``), not by layer count.
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
-                "tp_backward_waits") + STACK_LIMITS
+                "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost") + STACK_LIMITS
 #: What a stack does, as numbers (0 in every preset): how it splits a stage's data-parallel collectives (the
 #: gradient all-reduce or reduce-scatter, ZeRO's weight gathers, once a step or every micro-batch) into buckets. A bucket
 #: holds max(``dp_bucket_params``, ``dp_bucket_per_rank`` x the dp x cp ranks, ``dp_bucket_layers`` x one

@@ -74,3 +74,42 @@ def test_switch_off_in_presets_and_on_changes_the_network():
     a, b = step_estimate(job, cfg, PRACTICE), step_estimate(job, cfg, MC)
     assert a["fwd_s"] == b["fwd_s"] and a["dp_s"] != b["dp_s"]
     assert replace(PRACTICE, measured_collectives=False) == PRACTICE
+
+
+def test_efa_p5_quotes_the_playbook_and_gathers_fall_faster():
+    """The Ultra-Scale Playbook's collective benchmark (256 MB over every GPU of 1-64 nodes, EFA): all-reduce
+    points from its labels, all-gather / reduce-scatter read off the figure, per NIC of the node's 32."""
+    f = fb._load()["fabrics"]["efa-p5"]
+    assert all("Ultra-Scale Playbook" in p["source"] for p in f["points"] + f["gather_points"])
+    assert fb.port_gb_s_per_gpu("efa-p5") == 12.5 * 32 / 8 == 50.0
+    assert fb.port_gb_s_per_gpu("ib-ndr-400") == 50.0                 # one NIC per GPU where unstated
+    ar, ag = dict(fb.fraction_points("efa-p5")), dict(fb.fraction_points("efa-p5", "gather"))
+    assert ar[64] == pytest.approx(32.9 / 32 / 12.5, abs=1e-4) and ar[2] == pytest.approx(361.7 / 400, abs=1e-4)
+    assert all(ag[n] < ar[n] for n in ar) and sorted(ar, key=ar.get, reverse=True) == sorted(ar)
+    # a fabric without gather points prices every kind at its all-reduce points
+    assert fb.fraction_points("ib-ndr-400", "gather") == fb.fraction_points("ib-ndr-400")
+    with pytest.raises(ValueError, match="kind"):
+        fb.fraction_points("efa-p5", "broadcast")
+
+
+def test_a_job_that_states_its_fabric_is_priced_on_it_in_any_preset_with_the_network():
+    gpu = load_gpu("h100-sxm-80gb")
+    sh = TransformerShape("gpt-13b", 8, 5120, 40, 2048, vocab=51200)
+    plain = Job(shape=sh, gpu=gpu, n_gpus=64, gpus_per_node=8, port_gb_s=50.0, global_batch=64)
+    efa = replace(plain, fabric="efa-p5")
+    net = network_of(efa, PRACTICE)
+    assert net.port_fraction_points == fb.fraction_points("efa-p5") and net.port_bw == 50e9
+    assert net.port_fraction_points_gather == fb.fraction_points("efa-p5", "gather")
+    assert network_of(plain, PRACTICE).port_fraction_points == ()
+    # the layer-wise presets have no hierarchical network: a stated fabric changes nothing there
+    lw = PRACTICE.with_(hierarchical_network=False)
+    assert network_of(efa, lw) == network_of(plain, lw)
+    # 8 ranks one per node (stride 8): an all-gather at the gather fraction, an all-reduce at the all-reduce's
+    S = 1e9
+    ag8 = dict(fb.fraction_points("efa-p5", "gather"))[8]
+    ar8 = dict(fb.fraction_points("efa-p5"))[8]
+    lat = gpu.port_latency_s
+    assert col.group_s("all-gather", S, 8, 8, net) == pytest.approx(7 / 8 * S / (50e9 * ag8) + 7 * lat)
+    assert col.group_s("all-reduce", S, 8, 8, net) == pytest.approx(2 * 7 / 8 * S / (50e9 * ar8) + 2 * 3 * lat)
+    cfg = ParallelConfig(tp=1, dp=64, micro_batch=1)
+    assert step_estimate(efa, cfg, PRACTICE)["dp_s"] > step_estimate(plain, cfg, PRACTICE)["dp_s"]

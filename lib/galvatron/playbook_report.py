@@ -1,0 +1,68 @@
+"""Chapter 9's held-out check on another stack's published benchmarks: nanotron on up to 64 nodes of H100 with
+AWS EFA between them, as the Ultra-Scale Playbook measured it (``data/published_runs/playbook_best.json``: the
+best layout of each model size and node count; ``nanotron_tp_sweep.json``: a TP sweep), nothing fitted or
+chosen on them.
+
+- :func:`playbook_report`: ``validate``'s rows (the planner's picks included) with the runs on the fabric they
+  state (``efa-p5``: the playbook's collective benchmark, ``data/hardware/fabrics/fabrics.json``) and again
+  with no fabric stated (the GPU type's default port at its link efficiency), by node band, and the TP
+  sweep's ranking.
+- :func:`band_table`: median signed and absolute error by band, both ways.
+
+Every throughput here is estimated (``search/cost.py``); every measured figure is quoted from its run's
+source. Used in: book/galvatron/05_from_paper_to_practice, tests/galvatron/test_playbook_runs.py.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from .practice_picks import RUNS_DIR
+from .published import load_runs
+from .search.report import Table
+from .validate import validate_runs
+
+BEST = RUNS_DIR / "playbook_best.json"
+TP_SWEEP = RUNS_DIR / "nanotron_tp_sweep.json"
+#: Node bands: where the playbook's fabric figure is near its line rate, where it has fallen to a fifth,
+#: and beyond.
+BANDS = (("1-8 nodes", 1, 8), ("16 nodes", 16, 16), ("32-64 nodes", 32, 64))
+
+
+def _no_fabric(run):
+    return run.model_copy(update={"cluster": run.cluster.model_copy(update={"fabric": None})})
+
+
+def playbook_report(search: bool = True) -> dict:
+    """{"rows": [{"name", "model", "nodes", "published", "estimate", "error", "estimate_default",
+    "error_default", "config", "pick", "pick_estimate", "lead", "plausibility", "fits"}], "tp_sweep":
+    validate's sweep dict, "tp_rows": its rows}; ``estimate_default``: the same run with no fabric stated."""
+    runs = load_runs(str(BEST)).runs
+    rep = validate_runs([(BEST.name, r) for r in runs], search=search, progress=False)
+    plain = validate_runs([(BEST.name, _no_fabric(r)) for r in runs], search=False, progress=False)
+    by_plain = {r["name"]: r for r in plain["runs"]}
+    rows = []
+    for run, r in zip(runs, rep["runs"]):
+        p = by_plain[r["name"]]
+        rows.append({**r, "model": r["name"].split("-")[1].upper(), "nodes": run.cluster.gpus // 8,
+                     "estimate_default": p["estimate"], "error_default": p["error"]})
+    tp_runs = load_runs(str(TP_SWEEP)).runs
+    tp = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)
+    return {"rows": rows, "tp_sweep": tp["sweeps"][0], "tp_rows": tp["runs"]}
+
+
+def band_rows(report: dict, band: str) -> list:
+    lo, hi = next((lo, hi) for name, lo, hi in BANDS if name == band)
+    return [r for r in report["rows"] if lo <= r["nodes"] <= hi]
+
+
+def band_table(report: dict) -> Table:
+    """Median signed and absolute error by node band, on the stated fabric and on the default port."""
+    out = []
+    for name, _, _ in BANDS:
+        rs = band_rows(report, name)
+        e, d = [r["error"] for r in rs], [r["error_default"] for r in rs]
+        out.append([name, f"{len(rs)}", f"{median(e):+.0%}", f"{median(abs(x) for x in e):.0%}",
+                    f"{median(d):+.0%}", f"{median(abs(x) for x in d):.0%}"])
+    return Table(["nodes", "runs", "EFA as measured: median error", "median |error|",
+                  "default port: median error", "median |error|"], out)
