@@ -94,6 +94,10 @@ class Measured(_Strict):
     basis: Optional[str] = None
     tflops_per_gpu: Optional[float] = Field(default=None, gt=0)
     tflops_convention: Optional[str] = None
+    # the peak memory per GPU the source measured (GB), and what it counts (allocated, reserved, ...); an
+    # optional field beyond the spec's schema: validate sets the memory model's estimate beside it
+    peak_memory_gb: Optional[float] = Field(default=None, gt=0)
+    memory_basis: Optional[str] = None
 
 
 class Run(_Strict):

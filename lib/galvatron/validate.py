@@ -7,10 +7,12 @@ pipeline stage), and the planner's own pick (``search/practice_search.py``) for 
 batch and TP-inside-a-node rule, with its estimate. It ends with the median and the largest |error|. A bad
 file is one line naming the file, the run and the field (exit 2, ``lib.cli_errors``).
 
-``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb", "pick",
-"pick_estimate", "config", "filled"}, ...], "median_abs_error", "max_abs_error", "sweeps",
-"median_spearman", "median_top1_regret"}`` (``pick`` is a label, null when nothing fits; ``sweeps``: runs
-named ``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb",
+"published_peak_gb", "memory_error", "pick", "pick_estimate", "config", "filled"}, ...], "median_abs_error",
+"max_abs_error", "median_memory_error", "memory_runs", "sweeps", "median_spearman", "median_top1_regret"}``
+(``pick`` is a label, null when nothing fits; ``memory_error``: the estimated peak over the measured one - 1,
+for a run whose source measured it (``measured.peak_memory_gb``), else null; ``sweeps``: runs named
+``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
 With the picks, each row has ``lead`` (the pick's estimate over the published configuration's, with its range
 under the model's stated uncertainty, ``plausibility.lead_range``: {"lead", "low", "high", "real"}) and
 ``plausibility`` (the pick's MFU against the best published for its GPU type and stack,
@@ -105,11 +107,15 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
         searched = est.get("searched", {})
         row = {"name": run.name, "published": run.measured.tokens_per_s_per_gpu,
                "estimate": round(est["tokens_per_s_per_gpu"], 3), "error": round(est["error"], 6),
-               "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2), "pick": None, "pick_estimate": None,
+               "fits": est["fits"], "peak_gb": round(est["peak_gb"], 2),
+               "published_peak_gb": run.measured.peak_memory_gb, "memory_error": None,
+               "pick": None, "pick_estimate": None,
                "config": est["config"].label(),
                "filled": [f"{k}={v} (searched)" for k, v in searched.items()]
                + [f for f in filled(run) if f.split("=")[0] not in searched], "lead": None,
                "plausibility": None}
+        if run.measured.peak_memory_gb:
+            row["memory_error"] = round(est["peak_gb"] / run.measured.peak_memory_gb - 1.0, 6)
         if search:
             best, best_est, _ = search_practice(to_job(run), run_rules(run, rules))   # the run's own stack
             if best is not None:
@@ -124,8 +130,11 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
     # 6 decimals, so the text's one-decimal percentages round once, as the chapters' tables do (4 decimals
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
     errs = np.abs([r["error"] for r in rows])
+    mem = [r["memory_error"] for r in rows if r["memory_error"] is not None]
     return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 6),
-            "max_abs_error": round(float(errs.max()), 6), **sweeps(rows)}
+            "max_abs_error": round(float(errs.max()), 6),
+            "median_memory_error": round(float(np.median(mem)), 6) if mem else None,
+            "memory_runs": len(mem), **sweeps(rows)}
 
 
 def _parser() -> OneLineParser:
@@ -155,6 +164,11 @@ def _table(report: dict) -> str:
                      f"{'yes' if r['fits'] else 'NO':>5s} {r['peak_gb']:8.1f}  {pick}")
     lines.append(f"median |error| {report['median_abs_error']:.1%}, largest |error| {report['max_abs_error']:.1%} "
                  f"over {len(report['runs'])} runs (tokens/s/GPU)")
+    if report.get("memory_runs"):
+        mem = [r for r in report["runs"] if r["memory_error"] is not None]
+        lo, hi = min(r["memory_error"] for r in mem), max(r["memory_error"] for r in mem)
+        lines.append(f"peak memory, estimated against measured: median {report['median_memory_error']:+.1%} "
+                     f"({lo:+.1%} to {hi:+.1%}) over the {len(mem)} runs whose source measured it")
     filled_rows = [r for r in report["runs"] if r["filled"]]
     if filled_rows:
         lines.append("filled (not stated by the source):")

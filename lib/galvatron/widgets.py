@@ -415,7 +415,8 @@ EXAMPLE_FIELDS = ('{"num_hidden_layers": 32, "hidden_size": 4096, "num_attention
 @dataclass(frozen=True)
 class JobSettings:
     """A reader's job: ``model`` is a name of ``search/analytic.SHAPES`` or a dict of Hugging Face config
-    fields (``job_plan.shape_from_config``); ``stack`` a software stack of ``data/stacks/`` or an alias."""
+    fields (``job_plan.shape_from_config``); ``stack`` a software stack of ``data/stacks/`` or an alias;
+    ``fabric`` a fabric of ``data/hardware/fabrics/fabrics.json`` ("": the GPU type's port, ``plan --fabric``)."""
     model: object = "llama3-8b"
     gpus: int = 64
     gpu: str = "h100-sxm-80gb"
@@ -423,6 +424,7 @@ class JobSettings:
     seq_len: int = 4096
     top: int = 5
     stack: str = "megatron-lm"
+    fabric: str = ""
 
 
 @dataclass(frozen=True)
@@ -441,7 +443,8 @@ class JobAnswer:
         if self.error:
             return self.error
         best = self.rows[0]
-        return (f"{self.model} on {self.settings.gpus:,} x {self.settings.gpu} under {self.stack}: fastest of "
+        fabric = f" on {self.settings.fabric}" if self.settings.fabric else ""
+        return (f"{self.model} on {self.settings.gpus:,} x {self.settings.gpu}{fabric} under {self.stack}: fastest of "
                 f"{self.priced:,} "
                 f"layouts priced is {best['label']}, {best['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
                 f"MFU {best['mfu']:.0%}, {best['peak_gb']:.0f} of {self.usable_gb:.0f} GB (estimated)")
@@ -460,7 +463,7 @@ def job_answer(settings: JobSettings) -> JobAnswer:
     try:
         shape = (read_model(s.model, s.seq_len) if isinstance(s.model, str)
                  else shape_from_config(s.model, name, s.seq_len, where="config"))
-        report = plan(make_job(shape, s.gpu, s.gpus, s.global_batch), s.stack, s.top)
+        report = plan(make_job(shape, s.gpu, s.gpus, s.global_batch, fabric=s.fabric or None), s.stack, s.top)
     except UserError as e:
         return JobAnswer(s, name, (), 0.0, 0, str(e))
     rows = tuple({k: r[k] for k in ("label", "tokens_per_s_per_gpu", "mfu", "peak_gb", "step_s")}
@@ -499,8 +502,9 @@ class PlanYourJob(LiveOrTwin):
     TWIN_ID = "galv-job-twin"  # not the section's anchor id
 
     def __init__(self, model="llama3-8b", gpus: int = 64, gpu: str = "h100-sxm-80gb",
-                 global_batch: int = 512, seq_len: int = 4096, live: bool = True, stack: str = "megatron-lm"):
-        self.settings = JobSettings(model, gpus, gpu, global_batch, seq_len, stack=stack)
+                 global_batch: int = 512, seq_len: int = 4096, live: bool = True, stack: str = "megatron-lm",
+                 fabric: str = ""):
+        self.settings = JobSettings(model, gpus, gpu, global_batch, seq_len, stack=stack, fabric=fabric)
         self.live = live
         self.last: JobAnswer | None = None
         self._built = None
@@ -516,7 +520,7 @@ class PlanYourJob(LiveOrTwin):
             except json.JSONDecodeError as e:
                 model = f"config fields: not JSON ({e.msg} at character {e.pos})"
         return JobSettings(model, w["gpus"].value, w["gpu"].value, w["batch"].value, w["seq"].value,
-                           stack=w["stack"].value)
+                           stack=w["stack"].value, fabric=w["fabric"].value)
 
     def refresh(self, *_):
         """Plan the controls' job now: the headline and the figure."""
@@ -537,6 +541,7 @@ class PlanYourJob(LiveOrTwin):
         import ipywidgets as W
 
         from .search.analytic import SHAPES
+        from .search.fabrics import fabric_names
         from .stacks import resolve_stack, stack_names
 
         s = self.settings
@@ -554,10 +559,12 @@ class PlanYourJob(LiveOrTwin):
                                  **wide),
             stack=W.Dropdown(options=stack_names(), value=resolve_stack(s.stack), description="software stack",
                              **wide),
+            fabric=W.Dropdown(options=[("the GPU type's port", ""), *((f, f) for f in fabric_names())],
+                              value=s.fabric, description="fabric", **wide),
             summary=W.HTML(), out=W.Output())
-        for k in ("model", "fields", "gpus", "gpu", "batch", "seq", "stack"):
+        for k in ("model", "fields", "gpus", "gpu", "batch", "seq", "stack", "fabric"):
             w[k].observe(self.refresh, "value")
-        w["box"] = W.VBox([W.HBox([W.VBox([w["model"], w["gpus"], w["gpu"]]),
+        w["box"] = W.VBox([W.HBox([W.VBox([w["model"], w["gpus"], w["gpu"], w["fabric"]]),
                                    W.VBox([w["batch"], w["seq"], w["stack"]])]),
                            w["fields"], w["summary"], w["out"]])
         return w

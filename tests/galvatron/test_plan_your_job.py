@@ -61,6 +61,7 @@ def test_hf_fields_give_the_shape_of_the_named_model():
     (W.JobSettings("nope"), ("--model", "nope", "llama3-8b")),
     (W.JobSettings("llama3-405b", 8), ("no layout fits", "more GPUs")),
     (W.JobSettings(stack="jax"), ("--stack", "jax", "nanotron")),
+    (W.JobSettings(fabric="token-ring"), ("--fabric", "token-ring", "efa-p5")),
 ])
 def test_bad_settings_come_back_as_one_line(settings, words):
     a = W.job_answer(settings)
@@ -103,3 +104,19 @@ def test_live_widget_answers_and_reads_hf_fields(monkeypatch):
     assert c["stack"].value == "megatron-lm" and "nanotron" in c["stack"].options
     c["stack"].value = "nanotron"
     assert w.last.settings.stack == "nanotron" and w.last.stack == "nanotron" and w.last.error is None
+    assert c["fabric"].value == "" and "efa-p5" in [v for _, v in c["fabric"].options]
+    c["fabric"].value = "efa-p5"
+    assert w.last.settings.fabric == "efa-p5" and w.last.error is None and "on efa-p5" in w.last.headline()
+
+
+def test_the_fabric_reaches_the_plan():
+    """A fabric setting is plan --fabric: on 512 GPUs the measured EFA figures slow the data-parallel layouts,
+    so the answer differs from the default port's."""
+    from lib.galvatron.job_plan import make_job, plan, read_model
+
+    a = W.job_answer(W.JobSettings("llama3-8b", 512, "h100-sxm-80gb", 256, 4096, fabric="efa-p5"))
+    rep = plan(make_job(read_model("llama3-8b", 4096), "h100-sxm-80gb", 512, 256, fabric="efa-p5"),
+               "megatron-lm", 5)
+    assert a.error is None and [r["label"] for r in rep["layouts"]] == [r["label"] for r in a.rows]
+    plain = W.job_answer(W.JobSettings("llama3-8b", 512, "h100-sxm-80gb", 256, 4096))
+    assert a.rows[0]["tokens_per_s_per_gpu"] < plain.rows[0]["tokens_per_s_per_gpu"]

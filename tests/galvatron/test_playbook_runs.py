@@ -41,6 +41,8 @@ def test_every_cell_of_the_heatmap_adds_up(best):
         assert (c.dp, c.tp, c.pp, c.micro_batch, c.zero) == (dp, tp, pp, mbs, zero), r.name
         assert dp * gas * mbs == r.global_batch == 256 and dp * tp * pp == r.cluster.gpus, r.name
         assert c.sequence_parallel == (tp > 1) and c.tp_comm_overlap and c.recompute == "none"
+        mem = float(re.search(r"memory ([\d.]+)GB", r.quote).group(1))
+        assert r.measured.peak_memory_gb == mem and "max_memory_reserved" in r.measured.memory_basis
         mfu = float(q.group(7)) / 100
         assert r.measured.tokens_per_s_per_gpu == pytest.approx(mfu * 989.5e12 / _flops_per_token(r.model),
                                                                 rel=1e-4), r.name
@@ -105,3 +107,23 @@ def test_playbook_report_prices_each_run_on_both_fabrics_and_draws_them():
     assert len(markers) == 2 and all(len(tr.y) == 26 for tr in markers)
     assert sorted(markers[0].y) == sorted(1 + r["error"] for r in rows)
     assert fig.layout.yaxis.type == "log"
+
+
+def test_validate_sets_the_memory_estimate_beside_the_measured_one(best, capsys):
+    """``measured.peak_memory_gb`` (optional): validate reports the estimated peak over the measured one for
+    the runs that state it, and nothing for the others."""
+    from lib.galvatron.__main__ import main
+
+    rep = validate_runs([(str(BEST), r) for r in best[:3]] + [(str(TP), load_runs(str(TP)).runs[0])],
+                        search=False, progress=False)
+    rows = rep["runs"]
+    for row, run in zip(rows[:3], best[:3]):
+        assert row["published_peak_gb"] == run.measured.peak_memory_gb
+        assert row["memory_error"] == pytest.approx(row["peak_gb"] / run.measured.peak_memory_gb - 1, abs=5e-4)
+    assert rows[3]["memory_error"] is None and rows[3]["published_peak_gb"] is None
+    assert rep["memory_runs"] == 3
+    assert rep["median_memory_error"] == pytest.approx(sorted(r["memory_error"] for r in rows[:3])[1])
+    assert main(["validate", "--runs", str(TP), "--no-search"]) == 0
+    assert "peak memory" not in capsys.readouterr().out
+    assert main(["validate", "--runs", str(BEST), "--no-search"]) == 0
+    assert "peak memory, estimated against measured: median" in capsys.readouterr().out
