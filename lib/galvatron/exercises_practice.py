@@ -122,5 +122,5 @@ ANSWERS: dict[str, dict] = {
     "ch9.6": dict(answer=fill_gain, what="Llama 3 at 16,384 GPUs: filled vp over vp 1, estimated",
                   unit="x", rel_tol=1e-2, stated=1.69),
     "ch9.7": dict(answer=pick_lead_low, what="low end of the SC'21 18.4B pick's lead under the A100's stated "
-                  "error", unit="", rel_tol=0.03, stated="+17%"),
+                  "error", unit="", rel_tol=0.03, stated="+16%"),
 }

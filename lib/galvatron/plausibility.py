@@ -2,8 +2,9 @@
 
 The uncertainty of the cost model on one GPU type is its *held-out error*: the median |error| of tokens/s/GPU
 over the published runs on that GPU type that no constant was fitted to and no stack field chosen on
-(``calibration.json``'s runs outside the efficiency fit's ``fitted_to`` and the stacks' ``chosen_on``, and
-every run of ``heldout.json``), under ``practice``. It is stored in
+(every runs file's runs outside the efficiency fit's ``fitted_to`` and the stacks' ``chosen_on``: the
+calibration set's held-out runs, ``heldout.json``, the sweeps and the Ultra-Scale Playbook's runs), under
+``practice``. It is stored in
 ``data/hardware/gpus/<gpu>.json`` (``heldout_error``) by ``benchmarks/fit_efficiency.py --write``
 (``validate.heldout_error`` computes it), and tests/galvatron/test_plausibility.py checks the stored figure
 is that computation's.
@@ -43,18 +44,17 @@ def stated_error(gpu: str) -> float:
 
 
 def heldout_runs(gpu: str) -> list:
-    """The published runs on ``gpu`` that no constant was fitted to and no stack field chosen on:
-    ``calibration.json``'s outside the efficiency fit and the stacks' ``chosen_on``, and every run of
-    ``heldout.json``."""
+    """The published runs on ``gpu`` that no constant was fitted to and no stack field chosen on: every run of
+    every file of ``data/published_runs/`` (the calibration set, the held-out runs, the sweeps, the Ultra-Scale
+    Playbook's) outside the efficiency fit (``fitted_to``) and the stacks' ``chosen_on``, in file order."""
     from .published import load_runs
     from .search.efficiency import load_gpu
     from .stacks import chosen_on
 
     root = GPU_DIR.parents[1] / "published_runs"
     judged = set(load_gpu(gpu).fitted_to) | set(chosen_on())     # runs that fitted or chose something
-    runs = [r for r in load_runs(str(root / "calibration.json")).runs if r.name not in judged]
-    runs += load_runs(str(root / "heldout.json")).runs
-    return [r for r in runs if r.cluster.gpu == gpu]
+    files = sorted(root.glob("*.json"), key=lambda f: (f.name != "calibration.json", f.name))
+    return [r for f in files for r in load_runs(str(f)).runs if r.cluster.gpu == gpu and r.name not in judged]
 
 
 def lead_range(pick_estimate: float, other_estimate: float, error: float) -> dict:
