@@ -28,7 +28,6 @@ from .plausibility import best_published_mfu  # noqa: F401  (re-exported: plan's
 
 GATED_ACTS = ("silu", "swiglu", "swish")
 KINDS = ("gemm", "attention", "recompute", "tp", "head", "bubble", "p2p", "dp", "other")
-FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
 
 
 def read_model(spec: str, seq_len: int):
@@ -85,7 +84,7 @@ def make_job(shape, gpu: str, gpus: int, global_batch: int, gpus_per_node: int =
     a fabric of ``data/hardware/fabrics/fabrics.json`` whose published collective measurements price the
     traffic between nodes (None: the GPU type's default port at its link efficiency)."""
     from .search.efficiency import gpu_names, load_gpu
-    from .search.fabrics import fabric_names, port_gb_s_per_gpu
+    from .search.fabrics import fabric_names, port_for
     from .search.layout import Job
 
     if gpu not in gpu_names():
@@ -98,9 +97,8 @@ def make_job(shape, gpu: str, gpus: int, global_batch: int, gpus_per_node: int =
     if gpus > gpus_per_node and gpus % gpus_per_node:
         raise UserError(f"--gpus {gpus}: whole nodes of {gpus_per_node} GPUs; allowed: a multiple of "
                         f"{gpus_per_node} (or at most one node)")
-    port = port_gb_s_per_gpu(fabric) if fabric else FABRIC_DEFAULT.get(gpu, 25.0)
     return Job(shape=shape, gpu=load_gpu(gpu), n_gpus=gpus, gpus_per_node=min(gpus_per_node, gpus),
-               port_gb_s=port, global_batch=global_batch, dtype="bf16", dropout=False, fabric=fabric or "")
+               port_gb_s=port_for(gpu, fabric), global_batch=global_batch, dtype="bf16", dropout=False, fabric=fabric or "")
 
 
 def plan(job, stack: str | None = None, top: int = 5) -> dict:

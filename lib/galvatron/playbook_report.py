@@ -24,8 +24,7 @@ from .validate import validate_runs
 
 BEST = RUNS_DIR / "playbook_best.json"
 TP_SWEEP = RUNS_DIR / "nanotron_tp_sweep.json"
-#: Node bands: where the playbook's fabric figure is near its line rate, where it has fallen to a fifth,
-#: and beyond.
+#: The node bands of chapter 9's table: up to 8 nodes, 16, and 32 to 64.
 BANDS = (("1-8 nodes", 1, 8), ("16 nodes", 16, 16), ("32-64 nodes", 32, 64))
 
 
@@ -44,7 +43,7 @@ def playbook_report(search: bool = True) -> dict:
     rows = []
     for run, r in zip(runs, rep["runs"]):
         p = by_plain[r["name"]]
-        rows.append({**r, "model": r["name"].split("-")[1].upper(), "nodes": run.cluster.gpus // 8,
+        rows.append({**r, "model": r["name"].split("-")[1].upper(), "nodes": run.cluster.gpus // (run.cluster.gpus_per_node or 8),
                      "estimate_default": p["estimate"], "error_default": p["error"]})
     tp_runs = load_runs(str(TP_SWEEP)).runs
     tp = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)

@@ -41,8 +41,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lib.cli_errors import UserError
 from .model_limits import HF_FIELDS, LIMITS  # re-exported: the one set of size bounds
+from .search.fabrics import port_for
 
-FABRIC_DEFAULT = {"a100-sxm-80gb": 25.0, "h100-sxm-80gb": 50.0}
+#: the port of a run that states neither: its GPU type's default fabric's line rate per GPU (fabrics.json)
+FABRIC_DEFAULT = {g: port_for(g) for g in ("a100-sxm-80gb", "h100-sxm-80gb")}
 DEFAULTS = {"vp": 1, "micro_batch": 1, "sequence_parallel": "tp > 1", "zero": 0, "recompute": "none", "cp": 1,
             "kv_heads": "heads", "ffn": "4 x hidden", "gated_mlp": False, "dropout": True, "gpus_per_node": 8,
             "fabric_gb_s_per_gpu": FABRIC_DEFAULT}
@@ -261,11 +263,7 @@ def to_job(run: Run, gpu=None, global_batch: int | None = None):
 
 def port_gb_s(c: Cluster) -> float:
     """GB/s per GPU between nodes: as stated, else the stated fabric's line rate per GPU, else the default."""
-    from .search.fabrics import port_gb_s_per_gpu
-
-    if c.fabric_gb_s_per_gpu:
-        return c.fabric_gb_s_per_gpu
-    return port_gb_s_per_gpu(c.fabric) if c.fabric else FABRIC_DEFAULT[c.gpu]
+    return c.fabric_gb_s_per_gpu or port_for(c.gpu, c.fabric)
 
 
 def to_config(run: Run):

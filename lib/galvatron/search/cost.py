@@ -289,13 +289,19 @@ def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
     return schedule, vp, zero, sp, recompute
 
 
+def block_costs(sh) -> tuple[float, float]:
+    """(a layer's, the output head's) cost by nanotron's formula (``get_block_compute_costs``): 4 h^2 + 3 ffn h
+    and vocab x h."""
+    h = sh.hidden
+    return 4 * h * h + 3 * sh.ffn * h, sh.vocab * h
+
+
 def stages_of(sh, pp: int, vp: int, rules: CostRules) -> list[int]:
     """Layers on each pipeline stage of a model of shape ``sh``: split by cost where the stack does
-    (``rules.stages_by_cost``, without interleaving; nanotron's costs: a layer 4 h^2 + 3 ffn h, the head
-    vocab x h), else by count (``layout.stage_layers``). LayoutError where the cost split empties a stage."""
+    (``rules.stages_by_cost``, without interleaving; ``block_costs``), else by count (``layout.stage_layers``).
+    LayoutError where the cost split empties a stage."""
     if rules.stages_by_cost and pp > 1 and vp == 1:
-        h = sh.hidden
-        return stage_layers_by_cost(sh.n_layers, pp, 4 * h * h + 3 * sh.ffn * h, sh.vocab * h)
+        return stage_layers_by_cost(sh.n_layers, pp, *block_costs(sh))
     return stage_layers(sh.n_layers, pp, uneven=rules.any_degrees)
 
 

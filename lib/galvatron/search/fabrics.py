@@ -2,19 +2,22 @@
 (``data/hardware/fabrics/fabrics.json``, every point with its source).
 
 ``port_fraction(fabric, nodes)``: a NIC's achieved all-reduce bus bandwidth over its line rate when a
-collective spans ``nodes`` nodes (``kind="gather"``: all-gather and reduce-scatter, where the fabric's source
-measured them apart, its ``gather_points``; otherwise the all-reduce points), piecewise linear in log2(nodes) between the published points and flat
+collective spans ``nodes`` nodes, piecewise linear in log2(nodes) between the published points and flat
 beyond them (at one node the fabric is not used: 1); two-node figures of NCCL's tree algorithm exceed the
-line rate and are capped at 1. ``nvlink_allreduce_bw(gpu)``: the bus bandwidth of an all-reduce over one
-8-GPU node (bytes/s). ``fabric_for(gpu)``: the fabric a run on that GPU type is priced on (the runs schema
-has no fabric field; the file says why each default).
+line rate and are capped at 1. ``fraction_points(fabric, "gather")``: the same for all-gather and
+reduce-scatter, from the fabric's ``gather_points`` where its source measured them apart (otherwise its
+all-reduce points). ``nvlink_allreduce_bw(gpu)``: the bus bandwidth of an all-reduce over one 8-GPU node
+(bytes/s). ``fabric_for(gpu)``: the fabric a job on that GPU type is priced on when it states none (the
+file says why each default).
 
-``port_gb_s_per_gpu(fabric, gpus_per_node)``: the line rate of a node's NICs shared by its GPUs.
+``port_gb_s_per_gpu(fabric)``: the line rate of a node's NICs shared by its GPUs; ``port_for(gpu, fabric)``:
+that of the stated fabric, else of the GPU type's default one (the port of a job that states none).
 
 Used by ``cost.network_of`` for a job that states its fabric (``Job.fabric``, a runs file's
-``cluster.fabric``), and for every job under ``rules.measured_collectives`` (a candidate: off in every
-preset), which also prices an inter-node all-reduce's latency as NCCL's tree does (2 ceil(log2 nodes) hops, not the ring's
-2 (nodes - 1)); ``collectives.group_s`` reads the fields this sets on its ``Network``.
+``cluster.fabric``, ``plan --fabric``), and for every job under ``rules.measured_collectives`` (a candidate:
+off in every preset), which also prices an inter-node all-reduce's latency as NCCL's tree does
+(2 ceil(log2 nodes) hops, not the ring's 2 (nodes - 1)); ``collectives.group_s`` reads the fields this sets
+on its ``Network``.
 """
 
 from __future__ import annotations
@@ -97,3 +100,9 @@ def fabric_for(gpu: str) -> str:
     if gpu not in d:
         raise ValueError(f"no default fabric for gpu {gpu!r}; known: {sorted(k for k in d if k != 'source')}")
     return d[gpu]
+
+
+def port_for(gpu: str, fabric: str | None = None) -> float:
+    """GB/s per GPU between nodes for a job on ``gpu``: the line rate per GPU of ``fabric``, or of the GPU
+    type's default fabric (``fabric_for``) where none is stated."""
+    return port_gb_s_per_gpu(fabric or fabric_for(gpu))

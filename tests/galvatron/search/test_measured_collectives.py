@@ -83,6 +83,9 @@ def test_efa_p5_quotes_the_playbook_and_gathers_fall_faster():
     assert all("Ultra-Scale Playbook" in p["source"] for p in f["points"] + f["gather_points"])
     assert fb.port_gb_s_per_gpu("efa-p5") == 12.5 * 32 / 8 == 50.0
     assert fb.port_gb_s_per_gpu("ib-ndr-400") == 50.0                 # one NIC per GPU where unstated
+    # a job that states no fabric: its GPU type's default fabric's line rate (HDR 25, NDR 50 GB/s per GPU)
+    assert (fb.port_for("a100-sxm-80gb"), fb.port_for("h100-sxm-80gb")) == (25.0, 50.0)
+    assert fb.port_for("a100-sxm-80gb", "efa-p5") == 50.0
     ar, ag = dict(fb.fraction_points("efa-p5")), dict(fb.fraction_points("efa-p5", "gather"))
     assert ar[64] == pytest.approx(32.9 / 32 / 12.5, abs=1e-4) and ar[2] == pytest.approx(361.7 / 400, abs=1e-4)
     assert all(ag[n] < ar[n] for n in ar) and sorted(ar, key=ar.get, reverse=True) == sorted(ar)
