@@ -382,6 +382,37 @@ def sweep_figure(rows: list, title: str):
     return layout(fig, title, height=420)
 
 
+def sweep_scatter(rows: list, tp: dict, title: str):
+    """Estimated against measured tokens/s/GPU of a sweep's layouts, one marker colour per tensor-parallel
+    degree (``rows``: ``validate``'s report rows; ``tp``: {run name: its TP degree}), the line where the two
+    agree, and the planner's favourite (the highest estimate that fits) and the fastest measured layout
+    named. A point above the line is priced too fast."""
+    import plotly.graph_objects as go
+
+    from .ranking import top1_regret
+
+    pub = [r["published"] for r in rows]
+    est = [r["estimate"] for r in rows]
+    _, fav = top1_regret(pub, est, [r["fits"] for r in rows])
+    best = int(np.argmax(pub))
+    lo, hi = 0.95 * min(pub + est), 1.05 * max(pub + est)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="estimate = measurement",
+                             line=dict(color=PALETTE["neutral"], dash="dot", width=1)))
+    for j, d in enumerate(sorted(set(tp.values()))):
+        idx = [i for i, r in enumerate(rows) if tp[r["name"]] == d]
+        fig.add_trace(go.Scatter(x=[pub[i] for i in idx], y=[est[i] for i in idx], mode="markers",
+                                 name=f"TP {d}", marker=dict(size=10, color=SEQUENCE[j % len(SEQUENCE)]),
+                                 text=[rows[i]["name"].split("#", 1)[1] for i in idx],
+                                 hovertemplate="%{text}<br>measured %{x:.1f}, estimated %{y:.1f}<extra></extra>"))
+    for i, text, ay in ((fav, "planner's favourite", -30), (best, "fastest measured", 30)):
+        fig.add_annotation(x=pub[i], y=est[i], text=text, showarrow=True, arrowhead=2, ax=-70, ay=ay,
+                           font=dict(color=PALETTE["accent"]))
+    fig.update_xaxes(title_text="measured tokens/s/GPU (quoted)", range=[lo, hi])
+    fig.update_yaxes(title_text="estimated tokens/s/GPU (practice)", range=[lo, hi])
+    return layout(fig, title, height=460)
+
+
 def playbook_figure(report: dict, title: str):
     """Estimated over measured tokens/s/GPU of each of the Ultra-Scale Playbook's best layouts (``report``:
     ``playbook_report.playbook_report``) by node count, priced on the fabric as the playbook measured it and

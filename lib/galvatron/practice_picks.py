@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import stacks
 from .plausibility import lead_range
-from .published import load_runs, to_job, to_shape
+from .published import load_runs, out_of_memory_run, to_job, to_shape
 from .ranking import sweep_of
 from .search.cost import model_flops_per_token
 from .search.efficiency import GPU_DIR
@@ -30,7 +30,8 @@ from .validate import estimate_run, validate_runs
 RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "published_runs"
 #: The files of published sweeps, with the source each quotes.
 SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
-               "bloom_topology.json": "BLOOM-176B tuning notes"}
+               "bloom_topology.json": "BLOOM-176B tuning notes",
+               "bloom_tp_sweep.json": "BLOOM-176B tuning notes, TP 2-8"}
 GIB = 2**30
 
 
@@ -47,20 +48,23 @@ def chosen_on() -> dict:
 def sweep_report(files=tuple(SWEEP_FILES)) -> dict:
     """{"rows": validate's rows of every file, "sweeps": [validate's per-sweep dict + "file", "source",
     "status" ("fitted" or "held out"), "why"], "by_file": {file: (median rank correlation, median top-1
-    regret)}}."""
-    rows, out, by_file = [], [], {}
+    regret)}, "out_of_memory": validate's rows of the layouts each file reports out of memory, + "file"}."""
+    rows, out, by_file, oom = [], [], {}, []
     used = chosen_on()
     for f in files:
-        runs = load_runs(str(RUNS_DIR / f)).runs
-        rep = validate_runs([(f, r) for r in runs], search=False, progress=False)
-        rows += rep["rows"] if "rows" in rep else rep["runs"]
+        rf = load_runs(str(RUNS_DIR / f))
+        runs = rf.runs
+        rep = validate_runs([(f, r) for r in runs], search=False, progress=False,
+                            out_of_memory=[(f, out_of_memory_run(rf, o)) for o in rf.out_of_memory])
+        rows += rep["runs"]
+        oom += [{**o, "file": f} for o in rep["out_of_memory"]]
         by_file[f] = (rep["median_spearman"], rep["median_top1_regret"])
         for s in rep["sweeps"]:
             members = [r.name for r in runs if sweep_of(r.name) == s["sweep"]]
             why = sorted({used[n] for n in members if n in used})
             out.append({**s, "file": f, "source": SWEEP_FILES.get(f, f),
                         "status": "fitted" if why else "held out", "why": "; ".join(why)})
-    return {"rows": rows, "sweeps": out, "by_file": by_file}
+    return {"rows": rows, "sweeps": out, "by_file": by_file, "out_of_memory": oom}
 
 
 def sweep_rows(report: dict, sweep: str) -> list:

@@ -115,9 +115,20 @@ class Run(_Strict):
     measured: Measured
 
 
+class OutOfMemory(_Strict):
+    """A layout the source reports running out of memory: the run it names (``like``: same model, cluster,
+    precision and stack) under its own ``config`` and ``global_batch``, with no measurement."""
+    name: str = Field(min_length=1)
+    quote: str = Field(min_length=1)
+    like: str = Field(min_length=1)
+    global_batch: int = _at_most("global_batch")
+    config: Config
+
+
 class RunsFile(_Strict):
     source: str = Field(min_length=1)
     runs: list[Run] = Field(min_length=1)
+    out_of_memory: list[OutOfMemory] = Field(default_factory=list)
 
 
 def _describe(e: ValidationError, runs_raw) -> tuple[str, str]:
@@ -216,7 +227,24 @@ def load_runs(path: str) -> RunsFile:
         if n != r.cluster.gpus:
             raise UserError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {n} but "
                              f"cluster.gpus = {r.cluster.gpus}")
+    by_name = {r.name: r for r in rf.runs}
+    for o in rf.out_of_memory:
+        if o.like not in by_name:
+            raise UserError(f"{path}: out_of_memory {o.name!r}: field like: {o.like!r} names no run of the file")
+        c, gpus = o.config, by_name[o.like].cluster.gpus
+        if c.tp * c.pp * c.dp * (c.cp or 1) != gpus:
+            raise UserError(f"{path}: out_of_memory {o.name!r}: field config: tp x pp x dp x cp = "
+                             f"{c.tp * c.pp * c.dp * (c.cp or 1)} but the cluster of {o.like!r} has {gpus} GPUs")
+        check_config(path, out_of_memory_run(rf, o))
     return rf
+
+
+def out_of_memory_run(rf: RunsFile, o: OutOfMemory) -> Run:
+    """The layout ``o`` of ``rf`` as a Run to price: the run it is ``like`` with its name, config and global
+    batch (the measurement is that run's, and means nothing here)."""
+    like = next(r for r in rf.runs if r.name == o.like)
+    return like.model_copy(update={"name": o.name, "quote": o.quote, "config": o.config,
+                                   "global_batch": o.global_batch})
 
 
 def filled(run: Run) -> list[str]:

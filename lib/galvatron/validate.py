@@ -9,10 +9,13 @@ file is one line naming the file, the run and the field (exit 2, ``lib.cli_error
 
 ``--json`` prints ``{"runs": [{"name", "published", "estimate", "error", "fits", "peak_gb",
 "published_peak_gb", "memory_error", "pick", "pick_estimate", "config", "filled"}, ...], "median_abs_error",
-"max_abs_error", "median_memory_error", "memory_runs", "sweeps", "median_spearman", "median_top1_regret"}``
+"max_abs_error", "median_memory_error", "memory_runs", "out_of_memory", "sweeps", "median_spearman",
+"median_top1_regret"}``
 (``pick`` is a label, null when nothing fits; ``memory_error``: the estimated peak over the measured one - 1,
 for a run whose source measured it (``measured.peak_memory_gb``), else null; ``sweeps``: runs named
-``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``).
+``sweep#layout`` grouped, each sweep's rank correlation and top-1 regret, ``ranking.py``; ``out_of_memory``:
+the layouts a file's ``out_of_memory`` list says ran out of memory, each ``{"name", "config", "peak_gb",
+"fits"}``: one estimated to fit is a miss of the memory model).
 With the picks, each row has ``lead`` (the pick's estimate over the published configuration's, with its range
 under the model's stated uncertainty, ``plausibility.lead_range``: {"lead", "low", "high", "real"}) and
 ``plausibility`` (the pick's MFU against the best published for its GPU type and stack,
@@ -38,7 +41,7 @@ from lib.cli_errors import OneLineParser, UserError
 from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
-from .published import filled, load_runs, to_config, to_job
+from .published import filled, load_runs, out_of_memory_run, to_config, to_job
 from .fills import SEARCHED, fill_by_search
 from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
 from .ranking import sweeps
@@ -95,8 +98,11 @@ def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
             "micro_batch": cfg.micro_batch, "config": cfg, "searched": {}}
 
 
-def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True) -> dict:
-    """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring."""
+def validate_runs(runs, rules="practice", search: bool = True, progress: bool = True,
+                  out_of_memory=()) -> dict:
+    """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring.
+    ``out_of_memory``: ``(file, Run)`` of layouts their source reports out of memory (``published.
+    out_of_memory_run``), each priced for its peak: report key ``out_of_memory``."""
     rules = get_rules(rules)
     rows = []
     for path, run in tqdm(runs, desc="validate", unit="run", disable=not progress, file=sys.stderr):
@@ -131,10 +137,15 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
     # printed MPT-13B's +49.654% as +49.6% beside chapter 9's +49.7%)
     errs = np.abs([r["error"] for r in rows])
     mem = [r["memory_error"] for r in rows if r["memory_error"] is not None]
+    oom = []
+    for path, run in out_of_memory:
+        est = step_estimate(to_job(run), to_config(run), run_rules(run, rules))
+        oom.append({"name": run.name, "config": to_config(run).label(), "peak_gb": round(est["peak_gb"], 2),
+                    "fits": est["fits"]})
     return {"rules": rules.name, "runs": rows, "median_abs_error": round(float(np.median(errs)), 6),
             "max_abs_error": round(float(errs.max()), 6),
             "median_memory_error": round(float(np.median(mem)), 6) if mem else None,
-            "memory_runs": len(mem), **sweeps(rows)}
+            "memory_runs": len(mem), "out_of_memory": oom, **sweeps(rows)}
 
 
 def _parser() -> OneLineParser:
@@ -169,6 +180,12 @@ def _table(report: dict) -> str:
         lo, hi = min(r["memory_error"] for r in mem), max(r["memory_error"] for r in mem)
         lines.append(f"peak memory, estimated against measured: median {report['median_memory_error']:+.1%} "
                      f"({lo:+.1%} to {hi:+.1%}) over the {len(mem)} runs whose source measured it")
+    if report.get("out_of_memory"):
+        oom = report["out_of_memory"]
+        wrong = [o for o in oom if o["fits"]]
+        lines.append(f"out of memory in the source: {len(oom)} layouts, {len(oom) - len(wrong)} of them estimated "
+                     f"not to fit" + "".join(f"\n  estimated to fit: {o['name']} ({o['peak_gb']:.1f} GB)"
+                                              for o in wrong))
     filled_rows = [r for r in report["runs"] if r["filled"]]
     if filled_rows:
         lines.append("filled (not stated by the source):")
@@ -195,10 +212,12 @@ def main(argv) -> int:
             raise UserError(f"--with: unknown mechanism {name!r}; allowed: {', '.join(CANDIDATE_FIELDS)}")
     if a.with_:
         rules = rules.with_(name="+".join([rules.name] + a.with_), **{f: True for f in a.with_})
-    runs = []
+    runs, oom = [], []
     for path in a.runs:
-        runs += [(path, r) for r in load_runs(path).runs]
-    report = validate_runs(runs, rules, search=not a.no_search)
+        rf = load_runs(path)
+        runs += [(path, r) for r in rf.runs]
+        oom += [(path, out_of_memory_run(rf, o)) for o in rf.out_of_memory]
+    report = validate_runs(runs, rules, search=not a.no_search, out_of_memory=oom)
     print(json.dumps(report) if a.json else _table(report))
     return 0
 

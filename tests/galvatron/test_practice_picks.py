@@ -74,6 +74,20 @@ def test_sweep_figure_marks_the_favourite(sweeps):
     assert sum(w > 0 for w in widths) == 1
 
 
+def test_sweep_scatter_colours_by_tp_and_names_favourite_and_fastest(sweeps):
+    s = next(x for x in sweeps["sweeps"] if x["file"] == "bloom_tp_sweep.json")
+    rows = pp.sweep_rows(sweeps, s["sweep"])
+    runs = {r.name: r for r in pr.calibration_runs(pp.RUNS_DIR / "bloom_tp_sweep.json")}
+    fig = pf.sweep_scatter(rows, {n: r.config.tp for n, r in runs.items()}, "a sweep")
+    assert [t.name for t in fig.data] == ["estimate = measurement", "TP 2", "TP 4", "TP 8"]
+    assert sum(len(t.x) for t in fig.data[1:]) == len(rows) == 17
+    fav = next(r for r in rows if r["name"] == s["favourite"])
+    best = next(r for r in rows if r["name"] == s["best"])
+    notes = {a.text: (a.x, a.y) for a in fig.layout.annotations}
+    assert notes["planner's favourite"] == (fav["published"], fav["estimate"])
+    assert notes["fastest measured"] == (best["published"], best["estimate"])
+
+
 def test_errors_without_the_flat_zero3_rule_are_too_fast_and_cover_only_its_runs():
     out = pp.errors_without_rule(pp.RUNS_DIR / "sc21_table2.json", "flat_zero3_collectives")
     assert sorted(out) == sorted(n for n in pp.chosen_on() if n.startswith("sc21-t2"))

@@ -120,3 +120,63 @@ def test_torchtitan_sweeps_quote_their_rows_and_rank():
     rep = validate_runs([(str(TITAN), r) for r in rs], search=False, progress=False)
     assert [s["spearman"] for s in rep["sweeps"]] == [1.0, 1.0]
     assert rep["max_abs_error"] < 0.25
+
+
+BLOOM_TP = ROOT / "data" / "published_runs" / "bloom_tp_sweep.json"
+
+
+def test_bloom_tp_sweep_transcribes_its_rows():
+    """BLOOM's notes of 02-25 (chronicles-prequel.md, 'GBS Variations'): one 181B model on 48 nodes under 17
+    layouts of TP 2, 4 and 8; each run's tokens/s/GPU is its quoted Sec/it, and 15 rows carry nvidia-smi's
+    memory. The fastest measured layout is TP 4, PP 12, micro-batch 2, as the table shows."""
+    import re
+
+    from lib.galvatron.published import load_runs
+
+    rs = load_runs(str(BLOOM_TP)).runs
+    assert len(rs) == 17 and {r.stack for r in rs} == {"deepspeed"} and {r.precision for r in rs} == {"fp16"}
+    assert {sweep_of(r.name) for r in rs} == {"bloom-prequel-181b-48n-tp"}
+    layouts = {(r.config.dp, r.config.tp, r.config.pp, r.config.micro_batch) for r in rs}
+    assert {r.config.tp for r in rs} == {2, 4, 8} and len(layouts) == 17
+    for r in rs:
+        gbs, sec = re.search(r"GBS=(\d+): ([\d.]+) Sec/it", r.quote).groups()
+        assert r.global_batch == int(gbs)
+        assert r.measured.tokens_per_s_per_gpu == pytest.approx(int(gbs) * 2048 / (float(sec) * 384), abs=0.006)
+        assert r.config.tp * r.config.pp * r.config.dp == r.cluster.gpus == 384
+    assert sum(r.measured.peak_memory_gb is not None for r in rs) == 15
+    assert max(rs, key=lambda r: r.measured.tokens_per_s_per_gpu).name.endswith("dp8-tp4-pp12-mbs2")
+
+
+def test_bloom_tp_sweep_fits_and_the_out_of_memory_rows(capsys):
+    """Every published layout of the sweep fits under practice (each trained); of the three layouts the notes
+    report out of memory (the file's ``out_of_memory``), the model finds DP 48 TP 8 PP 1 does not fit, while it
+    estimates the two DP 32 TP 2 PP 6 layouts below the A100's usable memory: its peak runs about 20% under
+    nvidia-smi's (chapter 9). ``validate`` says so in its report and its text."""
+    from lib.galvatron.published import load_runs, out_of_memory_run
+    from lib.galvatron.validate import validate_runs
+
+    rf = load_runs(str(BLOOM_TP))
+    oom = [(str(BLOOM_TP), out_of_memory_run(rf, o)) for o in rf.out_of_memory]
+    assert len(oom) == 3 and all(o.like == rf.runs[0].name for o in rf.out_of_memory)
+    rep = validate_runs([(str(BLOOM_TP), r) for r in rf.runs], search=False, progress=False, out_of_memory=oom)
+    assert all(r["fits"] for r in rep["runs"])
+    fits = {o["name"].split("#")[1]: o["fits"] for o in rep["out_of_memory"]}
+    assert fits == {"dp48-tp8-pp1-mbs1": False, "dp32-tp2-pp6-mbs2": True, "dp32-tp2-pp6-mbs1": True}
+    assert run_cli(main, ["--runs", str(BLOOM_TP), "--no-search"]) == 0
+    out = capsys.readouterr().out
+    assert "out of memory in the source: 3 layouts, 1 of them estimated not to fit" in out
+    assert out.count("estimated to fit: bloom-prequel-181b-48n-tp#dp32-tp2-pp6") == 2
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"like": "nope"}, "out_of_memory 'x#y': field like: 'nope' names no run of the file"),
+    ({"config": {"tp": 8, "pp": 2, "dp": 8}}, "out_of_memory 'x#y': field config: tp x pp x dp x cp = 128 but"),
+])
+def test_a_bad_out_of_memory_layout_is_one_line(tmp_path, capsys, change, message):
+    d = json.loads(BLOOM_TP.read_text())
+    d["out_of_memory"] = [{**d["out_of_memory"][0], "name": "x#y", **change}]
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    assert run_cli(main, ["--runs", str(p), "--no-search"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err

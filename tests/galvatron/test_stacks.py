@@ -57,14 +57,19 @@ def test_table2_transcribes_the_source():
 def test_zero3_at_scale_is_priced_by_its_mechanism():
     """The issue's miss: priced hierarchically, the ZeRO-3 rows are 20-291% too fast and flat while the
     measured rate halves per doubling; with DeepSpeed's flat rings every row is within 30% and the estimate
-    halves too. (Within 25% before buckets: DeepSpeed's 5e8-element buckets, each paying a flat ring's
+    falls as the measurement does. (Within 25% before buckets: DeepSpeed's 5e8-element buckets, each paying a flat ring's
     latency over up to 2,240 ranks, took the 2,240-GPU rows from -14% to -22% and -26%.)"""
     rs = [r for r in load_runs(str(T2)).runs if r.config.zero == 3]
     flat = [estimate_run(r)["error"] for r in rs]
     hier = [estimate_run(r.model_copy(update={"stack": None}))["error"] for r in rs]
     assert max(np.abs(flat)) <= 0.30 and min(hier) > 0.15 and max(hier) > 2.5
-    e175 = [estimate_run(r)["tokens_per_s_per_gpu"] for r in rs[:3]]
-    assert e175[1] < 0.6 * e175[0] and e175[2] < 0.6 * e175[1]
+    # the estimate falls with each doubling of the GPUs as the measurement does (ratios 0.61, 0.50, 0.71 and
+    # 0.49), not flat as the hierarchical rule prices it
+    est = [estimate_run(r)["tokens_per_s_per_gpu"] for r in rs]
+    meas = [r.measured.tokens_per_s_per_gpu for r in rs]
+    for i in (0, 1, 3, 4):
+        ratio, measured = est[i + 1] / est[i], meas[i + 1] / meas[i]
+        assert ratio < 0.75 and abs(ratio - measured) < 0.15, (i, ratio, measured)
     assert run_rules(rs[0]).flat_zero3_collectives
 
 
@@ -237,3 +242,28 @@ def test_stack_allows_reads_each_limit_and_refuses_another_field():
     assert not stack_allows(nano, "recompute", "selective") and stack_allows(nano, "recompute", "full")
     with pytest.raises(ValueError, match="field must be one of zero, recompute, sequence_parallel, vp; got 'tp'"):
         stack_allows(PRACTICE, "tp", 2)
+
+
+def test_deepspeed_keeps_fp16_gradients_in_two_bytes():
+    """DeepSpeed's fp16 engine holds and reduces 16-bit gradients (``fp16_gradients``): an fp16 BLOOM layout
+    holds 2 bytes less per parameter of its stage than with fp32 gradients; a bf16 run and a Megatron-LM run
+    are priced as before."""
+    from dataclasses import replace
+
+    from lib.galvatron.published import to_config, to_job
+    from lib.galvatron.search.cost import step_estimate
+
+    run = load_runs(str(ROOT / "data" / "published_runs" / "bloom_tp_sweep.json")).runs[0]
+    assert run.precision == "fp16" and run_rules(run).fp16_gradients
+    assert not stack_rules(PRACTICE).fp16_gradients
+    job, cfg, rules = to_job(run), to_config(run), run_rules(run)
+    on, off = step_estimate(job, cfg, rules), step_estimate(job, cfg, replace(rules, fp16_gradients=False))
+    # the peak is the first stage's: its layers and the vocabulary-parallel embedding
+    params = ((run.model.layers // cfg.pp) * to_job(run).shape.layer_params()
+              + run.model.vocab * run.model.hidden) / cfg.tp
+    gap = off["peak_bytes"] - on["peak_bytes"]
+    assert gap == pytest.approx(2 * params, rel=0.05)
+    assert on["step_s"] < off["step_s"]                    # half the bytes in ZeRO-1's reduce-scatter
+    bf = replace(job, dtype="bf16")
+    assert step_estimate(bf, cfg, rules)["peak_bytes"] == step_estimate(
+        bf, cfg, replace(rules, fp16_gradients=False))["peak_bytes"]

@@ -383,7 +383,10 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
     # uneven interleaving (layout.chunk_layers) comes with uneven stages: any_degrees
     uneven_chunks = rules.any_degrees and vp > 1
     m = check_layout(job, cfg, spare_chunks=2 if uneven_chunks else 0)
-    by = bytes_per_value(rules.mixed_precision, rules.grad_reduce_bytes, act_bytes=2)
+    # a stack that keeps fp16 gradients in fp16 (rules.fp16_gradients: DeepSpeed's fp16 engine) holds and
+    # reduces 2 bytes a gradient in an fp16 run; otherwise fp32 main gradients (grad_reduce_bytes)
+    grad_bytes = 2 if rules.fp16_gradients and job.dtype == "fp16" else rules.grad_reduce_bytes
+    by = bytes_per_value(rules.mixed_precision, grad_bytes, act_bytes=2)
     net = network_of(job, rules)
     hier = rules.hierarchical_network
     tp, pp, dp, cp, mb = cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.micro_batch

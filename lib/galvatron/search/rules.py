@@ -148,6 +148,7 @@ class CostRules:
     tp_backward_waits: bool = False
     tp_overlap_own_shard: bool = False
     stages_by_cost: bool = False
+    fp16_gradients: bool = False
     dp_bucket_params: int = 0          # stack numbers (STACK_NUMBERS): the DP collectives' buckets
     dp_bucket_per_rank: int = 0
     dp_bucket_layers: int = 0
@@ -353,8 +354,12 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: ``--tp-comm-overlap``, which pipelines every chunk of every TP collective with its GEMM.
 #: ``stages_by_cost``: pipeline stages split by a cost per block, the output head's included
 #: (``layout.stage_layers_by_cost``: nanotron's ``build_model``), not by layer count.
+#: ``fp16_gradients``: a run in fp16 accumulates and reduces its gradients in fp16, 2 bytes each, as
+#: DeepSpeed's fp16 engine does (its ZeRO-1/2 optimizer reduces the 16-bit ``param.grad``); off: in fp32
+#: (``grad_reduce_bytes``), as Megatron-LM does under bf16 and the planner assumes for every run. Only
+#: fp16 runs change: bf16 runs accumulate in fp32 either way (DeepSpeed's BF16_Optimizer).
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
-                "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost") + STACK_LIMITS
+                "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost", "fp16_gradients") + STACK_LIMITS
 #: What a stack does, as numbers (0 in every preset): how it splits a stage's data-parallel collectives (the
 #: gradient all-reduce or reduce-scatter, ZeRO's weight gathers, once a step or every micro-batch) into buckets. A bucket
 #: holds max(``dp_bucket_params``, ``dp_bucket_per_rank`` x the dp x cp ranks, ``dp_bucket_layers`` x one
