@@ -31,7 +31,8 @@ RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "published_runs"
 #: The files of published sweeps, with the source each quotes.
 SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
                "bloom_topology.json": "BLOOM-176B tuning notes",
-               "bloom_tp_sweep.json": "BLOOM-176B tuning notes, TP 2-8"}
+               "bloom_tp_sweep.json": "BLOOM-176B tuning notes, TP 2-8",
+               "bloom_bf16_sweeps.json": "BLOOM-176B tuning notes, BF16 optimizer"}
 GIB = 2**30
 
 

@@ -180,3 +180,33 @@ def test_a_bad_out_of_memory_layout_is_one_line(tmp_path, capsys, change, messag
     assert run_cli(main, ["--runs", str(p), "--no-search"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+BLOOM_BF16 = ROOT / "data" / "published_runs" / "bloom_bf16_sweeps.json"
+
+
+def test_bloom_bf16_sweeps_transcribe_their_rows():
+    """BLOOM's notes of 02-28 ('Rebalancing layers'): three models (176B, 178B, 184B at 64 heads) under two or
+    three layouts each with the BF16 optimizer; each run's tokens/s/GPU and memory are its quoted row's, and the
+    two 184B out-of-memory rows are listed apart. In the 176B and 178B sweeps TP 4 ran ahead of TP 8."""
+    import re
+
+    from lib.galvatron.published import load_runs
+
+    rf = load_runs(str(BLOOM_BF16))
+    rs = rf.runs
+    assert len(rs) == 8 and {r.precision for r in rs} == {"bf16"} and {r.stack for r in rs} == {"deepspeed"}
+    for r in rs:
+        sec, mem = re.search(r"GBS=2048: ([\d.]+) Sec/it, Mem (\d+)GB", r.quote).groups()
+        assert r.measured.tokens_per_s_per_gpu == pytest.approx(2048 * 2048 / (float(sec) * 384), abs=0.006)
+        assert r.measured.peak_memory_gb == float(mem)
+        assert r.model.layers * 12 * r.model.hidden ** 2 / 1e9 == pytest.approx(
+            float(re.search(r"Model size: (\d+)B", r.quote).group(1)), rel=0.05)
+    by = {}
+    for r in rs:
+        by.setdefault(sweep_of(r.name), []).append(r)
+    assert sorted(len(v) for v in by.values()) == [2, 3, 3]
+    for m in ("176b", "178b"):
+        best = max(by[f"bloom-prequel-{m}-48n-bf16"], key=lambda r: r.measured.tokens_per_s_per_gpu)
+        assert best.config.tp == 4
+    assert [o.name.split("#")[1] for o in rf.out_of_memory] == ["dp16-tp4-pp6-mbs2", "dp16-tp4-pp6-mbs1"]
