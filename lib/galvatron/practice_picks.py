@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from . import stacks
 from .plausibility import lead_range
 from .published import load_runs, out_of_memory_run, to_job, to_shape
@@ -32,7 +34,9 @@ RUNS_DIR = Path(__file__).resolve().parents[2] / "data" / "published_runs"
 SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
                "bloom_topology.json": "BLOOM-176B tuning notes",
                "bloom_tp_sweep.json": "BLOOM-176B tuning notes, TP 2-8",
-               "bloom_bf16_sweeps.json": "BLOOM-176B tuning notes, BF16 optimizer"}
+               "bloom_bf16_sweeps.json": "BLOOM-176B tuning notes, BF16 optimizer",
+               "torchtitan_sweeps.json": "torchtitan's Llama 2 tables",
+               "nanotron_tp_sweep.json": "nanotron's TP scaling benchmark"}
 GIB = 2**30
 
 
@@ -49,7 +53,8 @@ def chosen_on() -> dict:
 def sweep_report(files=tuple(SWEEP_FILES)) -> dict:
     """{"rows": validate's rows of every file, "sweeps": [validate's per-sweep dict + "file", "source",
     "status" ("fitted" or "held out"), "why"], "by_file": {file: (median rank correlation, median top-1
-    regret)}, "out_of_memory": validate's rows of the layouts each file reports out of memory, + "file"}."""
+    regret)}, "out_of_memory": validate's rows of the layouts each file reports out of memory, + "file"}. A
+    sweep's "gpus" is its largest GPU count."""
     rows, out, by_file, oom = [], [], {}, []
     used = chosen_on()
     for f in files:
@@ -61,11 +66,23 @@ def sweep_report(files=tuple(SWEEP_FILES)) -> dict:
         oom += [{**o, "file": f} for o in rep["out_of_memory"]]
         by_file[f] = (rep["median_spearman"], rep["median_top1_regret"])
         for s in rep["sweeps"]:
-            members = [r.name for r in runs if sweep_of(r.name) == s["sweep"]]
-            why = sorted({used[n] for n in members if n in used})
+            members = [r for r in runs if sweep_of(r.name) == s["sweep"]]
+            why = sorted({used[r.name] for r in members if r.name in used})
             out.append({**s, "file": f, "source": SWEEP_FILES.get(f, f),
-                        "status": "fitted" if why else "held out", "why": "; ".join(why)})
+                        "status": "fitted" if why else "held out", "why": "; ".join(why),
+                        "gpus": max(r.cluster.gpus for r in members)})
     return {"rows": rows, "sweeps": out, "by_file": by_file, "out_of_memory": oom}
+
+
+def heldout_summary(report: dict, min_gpus: int = 128) -> dict:
+    """The issue's two ranking figures over the held-out sweeps of ``report`` (``sweep_report``): the median
+    rank correlation over those with one ("rho", over "n"), and the median top-1 regret over those of at
+    least ``min_gpus`` GPUs ("regret", over "n_large")."""
+    held = [s for s in report["sweeps"] if s["status"] == "held out"]
+    rhos = [s["spearman"] for s in held if s["spearman"] is not None]
+    large = [s["top1_regret"] for s in held if s["gpus"] >= min_gpus]
+    return {"rho": float(np.median(rhos)), "n": len(rhos),
+            "regret": float(np.median(large)) if large else None, "n_large": len(large)}
 
 
 def sweep_rows(report: dict, sweep: str) -> list:

@@ -112,3 +112,25 @@ def test_era_leads_split_sc21s_leads_into_2021s_options_and_todays():
     quoted = KORTHIKANTI_530B["mfu_after"] / KORTHIKANTI_530B["mfu_before"]
     assert abs((1 + row["features"]["gain"]) / quoted - 1) <= err
     assert row["features"]["gain"] > 0
+
+
+def test_heldout_summary_counts_held_out_sweeps_and_large_ones_only():
+    sw = {"sweeps": [
+        {"status": "fitted", "spearman": -1.0, "top1_regret": 0.5, "gpus": 1024},
+        {"status": "held out", "spearman": 1.0, "top1_regret": 0.0, "gpus": 64},
+        {"status": "held out", "spearman": 0.2, "top1_regret": 0.10, "gpus": 128},
+        {"status": "held out", "spearman": None, "top1_regret": 0.30, "gpus": 512},
+        {"status": "held out", "spearman": -0.4, "top1_regret": 0.02, "gpus": 384}]}
+    s = pp.heldout_summary(sw)
+    assert s["n"] == 3 and s["rho"] == pytest.approx(0.2)
+    assert s["n_large"] == 3 and s["regret"] == pytest.approx(0.10)
+    assert pp.heldout_summary(sw, min_gpus=2048)["regret"] is None
+
+
+def test_every_sweep_file_is_in_the_report_with_its_gpus(sweeps):
+    from lib.galvatron.published import load_runs
+    from lib.galvatron.ranking import sweep_of
+
+    for s in sweeps["sweeps"]:
+        runs = [r for r in load_runs(str(pp.RUNS_DIR / s["file"])).runs if sweep_of(r.name) == s["sweep"]]
+        assert s["gpus"] == max(r.cluster.gpus for r in runs) and len(runs) == s["runs"]
