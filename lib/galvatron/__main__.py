@@ -11,8 +11,8 @@ runtime plan (``RunPlan.to_dict``). Rank 0 prints one JSON line with every rank'
 
 ``python -m lib.galvatron plan --plan plan.json --print-torchrun --megatron`` (or ``--search bert-huge-32 --gpus 8
 --budget-gb 16 --out plan.json``) prints the plan, the command that runs it and Megatron-LM's flags for it.
-``plan --model CONFIG.json --gpus N --gpu h100-sxm-80gb --global-batch B --seq-len S [--stack megatron-lm] [--fabric efa-p5]
-[--top 5] [--json]`` plans the reader's own job under the practice rules (``job_plan.py``).
+``plan --model CONFIG.json --gpus N --gpu h100-sxm-80gb --global-batch B --seq-len S [--stack megatron-lm]
+[--fabric efa-p5] [--top 5] [--json]`` plans the reader's own job under the practice rules (``job_plan.py``).
 ``python -m lib.galvatron validate --runs FILE...`` judges the cost model against published runs and sweeps
 (``validate.py``).
 ``python -m lib.galvatron memory`` measures each rank's memory by category for DP, SDP, TP and PP on local gloo

@@ -98,7 +98,8 @@ def make_job(shape, gpu: str, gpus: int, global_batch: int, gpus_per_node: int =
         raise UserError(f"--gpus {gpus}: whole nodes of {gpus_per_node} GPUs; allowed: a multiple of "
                         f"{gpus_per_node} (or at most one node)")
     return Job(shape=shape, gpu=load_gpu(gpu), n_gpus=gpus, gpus_per_node=min(gpus_per_node, gpus),
-               port_gb_s=port_for(gpu, fabric), global_batch=global_batch, dtype="bf16", dropout=False, fabric=fabric or "")
+               port_gb_s=port_for(gpu, fabric), global_batch=global_batch, dtype="bf16", dropout=False,
+               fabric=fabric or "")
 
 
 def plan(job, stack: str | None = None, top: int = 5) -> dict:

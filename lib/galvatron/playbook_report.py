@@ -43,7 +43,8 @@ def playbook_report(search: bool = True) -> dict:
     rows = []
     for run, r in zip(runs, rep["runs"]):
         p = by_plain[r["name"]]
-        rows.append({**r, "model": r["name"].split("-")[1].upper(), "nodes": run.cluster.gpus // (run.cluster.gpus_per_node or 8),
+        rows.append({**r, "model": r["name"].split("-")[1].upper(),
+                     "nodes": run.cluster.gpus // (run.cluster.gpus_per_node or 8),
                      "estimate_default": p["estimate"], "error_default": p["error"]})
     tp_runs = load_runs(str(TP_SWEEP)).runs
     tp = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import stacks
 from .plausibility import lead_range
-from .published import load_runs, out_of_memory_run, to_job, to_shape
+from .published import load_runs, out_of_memory_runs, to_job, to_shape
 from .ranking import sweep_of
 from .search.cost import model_flops_per_token
 from .search.efficiency import GPU_DIR
@@ -61,7 +61,7 @@ def sweep_report(files=tuple(SWEEP_FILES)) -> dict:
         rf = load_runs(str(RUNS_DIR / f))
         runs = rf.runs
         rep = validate_runs([(f, r) for r in runs], search=False, progress=False,
-                            out_of_memory=[(f, out_of_memory_run(rf, o)) for o in rf.out_of_memory])
+                            out_of_memory=[(f, r) for r in out_of_memory_runs(rf)])
         rows += rep["runs"]
         oom += [{**o, "file": f} for o in rep["out_of_memory"]]
         by_file[f] = (rep["median_spearman"], rep["median_top1_regret"])

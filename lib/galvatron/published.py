@@ -90,6 +90,10 @@ class Config(_Strict):
     recompute: Optional[Literal["none", "selective", "op", "full"]] = None
     tp_comm_overlap: Optional[bool] = None
 
+    def ranks(self) -> int:
+        """tp x pp x dp x cp (cp null: 1), the GPUs the configuration needs."""
+        return self.tp * self.pp * self.dp * (self.cp or 1)
+
 
 class Measured(_Strict):
     tokens_per_s_per_gpu: float = Field(gt=0)
@@ -173,8 +177,7 @@ def check_config(path: str, run: Run) -> None:
     run and the field, as ``validate`` names a configuration its rules refuse."""
     from .search.layout import LayoutError, check_layout
 
-    c = run.config
-    if c.tp * c.pp * c.dp * (c.cp or 1) != run.cluster.gpus:
+    if run.config.ranks() != run.cluster.gpus:
         return  # the GPU count's own line comes from load_runs
     try:
         check_layout(to_job(run, gpu=False), to_config(run), spare_chunks=2)
@@ -222,29 +225,28 @@ def load_runs(path: str) -> RunsFile:
                 raise UserError(f"{path}: run {r.name!r}: field stack: {e} (data/stacks/)") from None
             if name != r.stack:        # an alias: the run carries the stack's own name from here on
                 rf.runs[i] = r = r.model_copy(update={"stack": name})
-        c = r.config
-        n = c.tp * c.pp * c.dp * (c.cp or 1)
-        if n != r.cluster.gpus:
-            raise UserError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {n} but "
+        if r.config.ranks() != r.cluster.gpus:
+            raise UserError(f"{path}: run {r.name!r}: field config: tp x pp x dp x cp = {r.config.ranks()} but "
                              f"cluster.gpus = {r.cluster.gpus}")
     by_name = {r.name: r for r in rf.runs}
     for o in rf.out_of_memory:
         if o.like not in by_name:
             raise UserError(f"{path}: out_of_memory {o.name!r}: field like: {o.like!r} names no run of the file")
-        c, gpus = o.config, by_name[o.like].cluster.gpus
-        if c.tp * c.pp * c.dp * (c.cp or 1) != gpus:
+        gpus = by_name[o.like].cluster.gpus
+        if o.config.ranks() != gpus:
             raise UserError(f"{path}: out_of_memory {o.name!r}: field config: tp x pp x dp x cp = "
-                             f"{c.tp * c.pp * c.dp * (c.cp or 1)} but the cluster of {o.like!r} has {gpus} GPUs")
-        check_config(path, out_of_memory_run(rf, o))
+                             f"{o.config.ranks()} but the cluster of {o.like!r} has {gpus} GPUs")
+    for run in out_of_memory_runs(rf):
+        check_config(path, run)
     return rf
 
 
-def out_of_memory_run(rf: RunsFile, o: OutOfMemory) -> Run:
-    """The layout ``o`` of ``rf`` as a Run to price: the run it is ``like`` with its name, config and global
-    batch (the measurement is that run's, and means nothing here)."""
-    like = next(r for r in rf.runs if r.name == o.like)
-    return like.model_copy(update={"name": o.name, "quote": o.quote, "config": o.config,
-                                   "global_batch": o.global_batch})
+def out_of_memory_runs(rf: RunsFile) -> list[Run]:
+    """The file's ``out_of_memory`` layouts as Runs to price: each the run it is ``like`` with its own name,
+    quote, config and global batch (the measurement is that run's, and means nothing here)."""
+    by_name = {r.name: r for r in rf.runs}
+    return [by_name[o.like].model_copy(update={"name": o.name, "quote": o.quote, "config": o.config,
+                                               "global_batch": o.global_batch}) for o in rf.out_of_memory]
 
 
 def filled(run: Run) -> list[str]:

@@ -41,7 +41,7 @@ from lib.cli_errors import OneLineParser, UserError
 from .search.cost import step_estimate
 from .search.layout import LayoutError
 from .search.practice_search import MICRO_BATCHES, search_practice
-from .published import filled, load_runs, out_of_memory_run, to_config, to_job
+from .published import filled, load_runs, out_of_memory_runs, to_config, to_job
 from .fills import SEARCHED, fill_by_search
 from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
 from .ranking import sweeps
@@ -102,7 +102,7 @@ def validate_runs(runs, rules="practice", search: bool = True, progress: bool = 
                   out_of_memory=()) -> dict:
     """The report of ``validate`` for a list of ``(file, Run)``: the JSON form described in the docstring.
     ``out_of_memory``: ``(file, Run)`` of layouts their source reports out of memory (``published.
-    out_of_memory_run``), each priced for its peak: report key ``out_of_memory``."""
+    out_of_memory_runs``), each priced for its peak: report key ``out_of_memory``."""
     rules = get_rules(rules)
     rows = []
     for path, run in tqdm(runs, desc="validate", unit="run", disable=not progress, file=sys.stderr):
@@ -216,7 +216,7 @@ def main(argv) -> int:
     for path in a.runs:
         rf = load_runs(path)
         runs += [(path, r) for r in rf.runs]
-        oom += [(path, out_of_memory_run(rf, o)) for o in rf.out_of_memory]
+        oom += [(path, r) for r in out_of_memory_runs(rf)]
     report = validate_runs(runs, rules, search=not a.no_search, out_of_memory=oom)
     print(json.dumps(report) if a.json else _table(report))
     return 0

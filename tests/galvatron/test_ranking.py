@@ -152,11 +152,11 @@ def test_bloom_tp_sweep_fits_and_the_out_of_memory_rows(capsys):
     report out of memory (the file's ``out_of_memory``), the model finds DP 48 TP 8 PP 1 does not fit, while it
     estimates the two DP 32 TP 2 PP 6 layouts below the A100's usable memory: its peak runs about 20% under
     nvidia-smi's (chapter 9). ``validate`` says so in its report and its text."""
-    from lib.galvatron.published import load_runs, out_of_memory_run
+    from lib.galvatron.published import load_runs, out_of_memory_runs
     from lib.galvatron.validate import validate_runs
 
     rf = load_runs(str(BLOOM_TP))
-    oom = [(str(BLOOM_TP), out_of_memory_run(rf, o)) for o in rf.out_of_memory]
+    oom = [(str(BLOOM_TP), r) for r in out_of_memory_runs(rf)]
     assert len(oom) == 3 and all(o.like == rf.runs[0].name for o in rf.out_of_memory)
     rep = validate_runs([(str(BLOOM_TP), r) for r in rf.runs], search=False, progress=False, out_of_memory=oom)
     assert all(r["fits"] for r in rep["runs"])
