@@ -4,10 +4,11 @@ best layout of each model size and node count; ``nanotron_tp_sweep.json``: a TP 
 chosen on them.
 
 - :func:`playbook_report`: ``validate``'s rows (the planner's picks included) with the runs on the fabric they
-  state (``efa-p5``: the playbook's collective benchmark, ``data/hardware/fabrics/fabrics.json``) and again
-  with no fabric stated (the GPU type's default port at its link efficiency), by node band, and the TP
-  sweep's ranking.
-- :func:`band_table`: median signed and absolute error by band, both ways.
+  state (``efa-p5``: the playbook's collective benchmark, ``data/hardware/fabrics/fabrics.json``, whose loss
+  below the line rate the file reads as per-step latency), again with that loss read as bandwidth (the
+  what-if ``fabrics.read_as``: the reading before), and with no fabric stated (the GPU type's default port at
+  its link efficiency), by node band, and the TP sweep's ranking.
+- :func:`band_table`: median signed and absolute error by band, all three ways.
 
 Every throughput here is estimated (``search/cost.py``); every measured figure is quoted from its run's
 source. Used in: book/galvatron/05_from_paper_to_practice, tests/galvatron/test_playbook_runs.py.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from statistics import median
 
 from .practice_picks import RUNS_DIR
+from .search import fabrics as fb
 from .published import load_runs
 from .search.report import Table
 from .validate import validate_runs
@@ -34,21 +36,30 @@ def _no_fabric(run):
 
 def playbook_report(search: bool = True) -> dict:
     """{"rows": [{"name", "model", "nodes", "published", "estimate", "error", "estimate_default",
-    "error_default", "config", "pick", "pick_estimate", "lead", "plausibility", "fits"}], "tp_sweep":
-    validate's sweep dict, "tp_rows": its rows}; ``estimate_default``: the same run with no fabric stated."""
+    "error_default", "error_bandwidth", "config", "pick", "pick_estimate", "lead", "plausibility", "fits"}],
+    "tp_sweep": validate's sweep dict, "tp_rows": its rows, "tp_errors_bandwidth": {name: error}};
+    ``estimate_default``: the same run with no fabric stated; ``error_bandwidth``: on its fabric with the
+    loss read as bandwidth."""
     runs = load_runs(str(BEST)).runs
+    tp_runs = load_runs(str(TP_SWEEP)).runs
     rep = validate_runs([(BEST.name, r) for r in runs], search=search, progress=False)
     plain = validate_runs([(BEST.name, _no_fabric(r)) for r in runs], search=False, progress=False)
+    fabric = runs[0].cluster.fabric
+    with fb.read_as(fabric, "bandwidth"):
+        bw = validate_runs([(BEST.name, r) for r in runs], search=False, progress=False)
+        tp_bw = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)
     by_plain = {r["name"]: r for r in plain["runs"]}
+    by_bw = {r["name"]: r for r in bw["runs"]}
     rows = []
     for run, r in zip(runs, rep["runs"]):
         p = by_plain[r["name"]]
         rows.append({**r, "model": r["name"].split("-")[1].upper(),
                      "nodes": run.cluster.gpus // (run.cluster.gpus_per_node or 8),
-                     "estimate_default": p["estimate"], "error_default": p["error"]})
-    tp_runs = load_runs(str(TP_SWEEP)).runs
+                     "estimate_default": p["estimate"], "error_default": p["error"],
+                     "error_bandwidth": by_bw[r["name"]]["error"]})
     tp = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)
-    return {"rows": rows, "tp_sweep": tp["sweeps"][0], "tp_rows": tp["runs"]}
+    return {"rows": rows, "tp_sweep": tp["sweeps"][0], "tp_rows": tp["runs"],
+            "tp_errors_bandwidth": {r["name"]: r["error"] for r in tp_bw["runs"]}}
 
 
 def band_rows(report: dict, band: str) -> list:
@@ -57,12 +68,14 @@ def band_rows(report: dict, band: str) -> list:
 
 
 def band_table(report: dict) -> Table:
-    """Median signed and absolute error by node band, on the stated fabric and on the default port."""
+    """Median signed error / median absolute error by node band: on the stated fabric read as latency (the
+    file's reading), read as bandwidth, and on the default port."""
+    def cell(errors):
+        return f"{median(errors):+.0%} / {median(abs(x) for x in errors):.0%}"
+
     out = []
     for name, _, _ in BANDS:
         rs = band_rows(report, name)
-        e, d = [r["error"] for r in rs], [r["error_default"] for r in rs]
-        out.append([name, f"{len(rs)}", f"{median(e):+.0%}", f"{median(abs(x) for x in e):.0%}",
-                    f"{median(d):+.0%}", f"{median(abs(x) for x in d):.0%}"])
-    return Table(["nodes", "runs", "EFA as measured: median error", "median |error|",
-                  "default port: median error", "median |error|"], out)
+        out.append([name, f"{len(rs)}"] + [cell([r[k] for r in rs])
+                                           for k in ("error", "error_bandwidth", "error_default")])
+    return Table(["nodes", "runs", "EFA, loss as latency", "EFA, loss as bandwidth", "default port"], out)

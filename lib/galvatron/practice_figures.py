@@ -415,8 +415,9 @@ def sweep_scatter(rows: list, tp: dict, title: str):
 
 def playbook_figure(report: dict, title: str):
     """Estimated over measured tokens/s/GPU of each of the Ultra-Scale Playbook's best layouts (``report``:
-    ``playbook_report.playbook_report``) by node count, priced on the fabric as the playbook measured it and
-    on the default port, each run's two estimates joined; the four model sizes side by side at each count."""
+    ``playbook_report.playbook_report``) by node count, priced on the fabric as the playbook measured it
+    with its loss read as latency (the file's reading) and as bandwidth, and on the default port, each run's
+    three estimates joined; the four model sizes side by side at each count."""
     import plotly.graph_objects as go
 
     models = sorted({r["model"] for r in report["rows"]}, key=lambda m: float(m.rstrip("B")))
@@ -428,10 +429,13 @@ def playbook_figure(report: dict, title: str):
     fig.add_shape(type="line", x0=x0, x1=x1, y0=1, y1=1, line=dict(color=PALETTE["neutral"], width=1))
     xs = {r["name"]: np.log2(r["nodes"]) + shift[r["model"]] for r in report["rows"]}
     for r in report["rows"]:
-        fig.add_trace(go.Scatter(x=[xs[r["name"]]] * 2, y=[1 + r["error"], 1 + r["error_default"]],
+        ys = [1 + r[k] for k in ("error", "error_bandwidth", "error_default")]
+        fig.add_trace(go.Scatter(x=[xs[r["name"]]] * 2, y=[min(ys), max(ys)],
                                  mode="lines", line=dict(color=PALETTE["neutral"], width=1),
                                  showlegend=False, hoverinfo="skip"))
-    for key, name, sym, color in (("error", "EFA as the playbook measured it", "circle", PALETTE["primary"]),
+    for key, name, sym, color in (("error", "EFA, loss read as latency", "circle", PALETTE["primary"]),
+                                  ("error_bandwidth", "EFA, loss read as bandwidth", "x-thin-open",
+                                   PALETTE["neutral"]),
                                   ("error_default", "default port (50 GB/s x link efficiency)",
                                    "circle-open", PALETTE["secondary"])):
         fig.add_trace(go.Scatter(

@@ -90,7 +90,7 @@ def test_report_over_them(best):
     assert tp["sweeps"][0]["spearman"] > 0.8 and tp["sweeps"][0]["top1_regret"] < 0.05
 
 
-def test_playbook_report_prices_each_run_on_both_fabrics_and_draws_them():
+def test_playbook_report_prices_each_run_three_ways_and_draws_them():
     from lib.galvatron import practice_figures as pf
     from lib.galvatron.playbook_report import BANDS, band_rows, band_table, playbook_report
 
@@ -100,12 +100,18 @@ def test_playbook_report_prices_each_run_on_both_fabrics_and_draws_them():
     # one node: no traffic between nodes, the fabric changes nothing; 64 nodes: it changes every run
     assert all(r["estimate"] == r["estimate_default"] for r in rows if r["nodes"] == 1)
     assert all(r["estimate"] != r["estimate_default"] for r in rows if r["nodes"] == 64)
+    # the what-if reading leaves the file's reading in place, and differs from it between nodes
+    from lib.galvatron.search import fabrics as fb
+    assert fb.shortfall("efa-p5") == "latency"
+    assert all(r["error"] == r["error_bandwidth"] for r in rows if r["nodes"] == 1)
+    assert all(r["error"] != r["error_bandwidth"] for r in rows if r["nodes"] == 64)
     t = band_table(rep)
     assert [r[0] for r in t.rows] == [b for b, _, _ in BANDS] and [r[1] for r in t.rows] == ["14", "4", "8"]
     fig = pf.playbook_figure(rep, "t")
     markers = [tr for tr in fig.data if tr.mode == "markers"]
-    assert len(markers) == 2 and all(len(tr.y) == 26 for tr in markers)
+    assert len(markers) == 3 and all(len(tr.y) == 26 for tr in markers)
     assert sorted(markers[0].y) == sorted(1 + r["error"] for r in rows)
+    assert sorted(markers[1].y) == sorted(1 + r["error_bandwidth"] for r in rows)
     assert fig.layout.yaxis.type == "log"
 
 

@@ -22,7 +22,7 @@ Used in: ``cost.py`` (``step_estimate``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "send")
 
@@ -45,6 +45,10 @@ class Network:
     port_fraction_points_gather: tuple = ()     # all-gather and reduce-scatter where measured apart
     nvlink_allreduce_bw: float = 0.0
     tree_allreduce: bool = False
+    # a fabric read by latency (fabrics.shortfall): seconds per ring step by nodes spanned ((nodes, s), ...),
+    # for all-reduce and for all-gather / reduce-scatter (latency_from_points); empty: port_latency
+    port_latency_points: tuple = ()
+    port_latency_points_gather: tuple = ()
 
     def __post_init__(self):
         for f in ("gpus_per_node",):
@@ -80,6 +84,29 @@ def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     return k, -(-size // k)
 
 
+def gather_kind(kind: str) -> bool:
+    return kind in ("all-gather", "reduce-scatter")
+
+
+def latency_from_points(kind: str, points: tuple, message_bytes: float, net: Network) -> tuple:
+    """((nodes, seconds per ring step), ...) of a fabric read by latency (``fabrics.shortfall``): for each
+    published point (nodes, nccl-tests bus bandwidth in bytes/s of a ``message_bytes`` collective over every
+    GPU of those nodes), the time it took beyond what ``net`` prices the same collective at without
+    inter-node latency, per ring step over all its ranks (2 (n - 1) for an all-reduce, n - 1 otherwise); at
+    least ``net.port_latency``. So ``group_s`` reproduces each published point at its message size, and a
+    larger message pays the same steps for more bytes."""
+    bare = replace(net, port_latency=0.0, port_latency_points=(), port_latency_points_gather=(),
+                   tree_allreduce=False)
+    phases = 2 if kind == "all-reduce" else 1
+    out = []
+    for nodes, busbw in points:
+        n = nodes * net.gpus_per_node
+        measured = phases * (n - 1) / n * message_bytes / busbw
+        priced = group_s(kind, message_bytes, n, 1, bare)
+        out.append((nodes, max(net.port_latency, (measured - priced) / (phases * (n - 1)))))
+    return tuple(out)
+
+
 def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hierarchical: bool = True) -> float:
     """Time of a collective of ``nbytes`` per rank over a group of ``size`` ranks ``stride`` apart."""
     k, nodes = placement(size, stride, net.gpus_per_node)
@@ -89,7 +116,7 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     if net.port_fraction_points:
         from .fabrics import interpolate
 
-        gather = kind in ("all-gather", "reduce-scatter") and net.port_fraction_points_gather
+        gather = gather_kind(kind) and net.port_fraction_points_gather
         port *= interpolate(net.port_fraction_points_gather if gather else net.port_fraction_points, nodes)
     if nodes == 1:
         bw = net.nvlink_allreduce_bw if kind == "all-reduce" and net.nvlink_allreduce_bw else net.nvlink_bw
@@ -101,6 +128,14 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     intra_kind = {"all-reduce": ("reduce-scatter", "all-gather"), "reduce-scatter": ("reduce-scatter",),
                   "all-gather": ("all-gather",)}[kind]
     intra = sum(ring_s(x, nbytes, k, net.nvlink_bw, net.nvlink_latency) for x in intra_kind)
+    steps = net.port_latency_points_gather if gather_kind(kind) else net.port_latency_points
+    if steps:
+        # a fabric read by latency: NCCL's ring over all ``size`` ranks waits on the inter-node hop at every
+        # one of its (size - 1) steps per phase, each the published per-step latency at this many nodes
+        from .fabrics import interpolate
+
+        phases = 2 if kind == "all-reduce" else 1
+        return intra + ring_s(kind, nbytes / k, nodes, port, 0.0) + phases * (size - 1) * interpolate(steps, nodes)
     inter = ring_s(kind, nbytes / k, nodes, port, net.port_latency)
     if net.tree_allreduce and kind == "all-reduce" and nodes > 2:
         # NCCL's tree: the same bytes, 2 ceil(log2 nodes) hops of latency instead of the ring's 2 (nodes - 1)

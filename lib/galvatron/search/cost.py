@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -266,7 +267,25 @@ def network_of(job, rules: CostRules | None = None):
                       port_fraction_points=fb.fraction_points(fabric),
                       port_fraction_points_gather=fb.fraction_points(fabric, "gather"),
                       nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
+        if fb.shortfall(fabric) == "latency":
+            net = latency_network(net, fabric)
     return net
+
+
+@lru_cache(maxsize=64)
+def latency_network(net, fabric: str):
+    """``net`` on a fabric read by latency (``fabrics.shortfall``): the port at the fraction of the line rate
+    its fewest-nodes all-reduce point achieved, for every kind and node count, and what each point loses
+    below that as NCCL's per-step ring latency (``collectives.latency_from_points``), for all-reduce and for
+    all-gather / reduce-scatter apart."""
+    first = fb.fraction_points(fabric)[:1]
+    net = replace(net, port_fraction_points=first, port_fraction_points_gather=(), tree_allreduce=False)
+    size = fb.message_bytes(fabric)
+    return replace(net,
+                   port_latency_points=col.latency_from_points(
+                       "all-reduce", fb.busbw_points(fabric), size, net),
+                   port_latency_points_gather=col.latency_from_points(
+                       "all-gather", fb.busbw_points(fabric, "gather"), size, net))
 
 
 def effective_layout(cfg, rules: CostRules | None = None) -> tuple:
@@ -314,7 +333,8 @@ def dp_buckets(stage_params: float, layer_params: float, d: int, rules: CostRule
     return max(1, math.ceil(stage_params / size - 1e-9)) if size > 0 and stage_params > 0 else 0
 
 
-def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False, buckets: int = 0) -> float:
+def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False, buckets: int = 0,
+                one_gather: bool = False) -> float:
     """Seconds the data-parallel / ZeRO collectives of one stage add to a step with ZeRO stages on: the
     once-a-step ones hide under one micro-batch's forward or backward (``mb_fwd``, ``mb_bwd``), or under none
     (phase "step": a weight gather the optimizer step waits for, ``rules.exposed_param_gather``), the
@@ -324,13 +344,15 @@ def _dp_exposed(colls, mb_fwd, mb_bwd, m, d, tp, net, hier, queued: bool = False
     stages: ``_dp_exposed_layerwise``. ``buckets`` (``dp_buckets``; 0: one collective): every collective
     runs as that many equal buckets, each paying the collective's latency, and at least one bucket of each
     phase is exposed (the last gradient bucket is ready only when its backward ends; the first weight bucket
-    is needed before its forward starts)."""
+    is needed before its forward starts). ``one_gather`` (the stack field ``rules.one_param_gather``): the
+    step's weight gather (phase "step") is one collective, not ``buckets``."""
     if d == 1:
         return 0.0
     n = max(1, buckets)
     t_step, t_mb = {"fwd": 0.0, "bwd": 0.0, "step": 0.0}, {"fwd": 0.0, "bwd": 0.0}
     for kind, nbytes, phase in colls["per_step"]:
-        t_step[phase] += n * col.group_s(kind, nbytes / n, d, tp, net, hier)
+        b = 1 if one_gather and phase == "step" else n
+        t_step[phase] += b * col.group_s(kind, nbytes / b, d, tp, net, hier)
     for kind, nbytes, phase in colls["per_micro_batch"]:
         t_mb[phase] += n * col.group_s(kind, nbytes / n, d, tp, net, hier)
     windows = (("fwd", mb_fwd), ("bwd", mb_bwd))
@@ -529,7 +551,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
             dp_s[key] = _dp_exposed(colls, layers[i] * fwd,
                                     layers[i] * (bwd + recomp), m, d, tp, net, hier and not flat,
                                     queued=rules.queued_collectives,
-                                    buckets=dp_buckets(P, layer_params, d, rules))
+                                    buckets=dp_buckets(P, layer_params, d, rules),
+                                    one_gather=rules.one_param_gather)
         else:
             ar = col.group_s("all-reduce", P * by.grad, d, tp, net, hier)
             dp_s[key] = _dp_exposed_layerwise(ar, m * layers[i] * (bwd + recomp), d, tp, pp, zero == 3,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -81,6 +82,56 @@ def interpolate(points: tuple, nodes: int) -> float:
             t = (math.log2(nodes) - math.log2(n0)) / (math.log2(n1) - math.log2(n0))
             return f0 + t * (f1 - f0)
     raise AssertionError("unreachable")
+
+
+def shortfall(fabric: str) -> str:
+    """What a fabric's points lose below the line rate is read as: ``"bandwidth"`` (the default: the achieved
+    fraction by nodes applies to every message) or ``"latency"`` (the points are of one message size, the
+    fabric's ``message_bytes``, small enough per ring step that the loss is per-step latency: see
+    ``collectives.latency_from_points``). The file says why for each fabric that states it."""
+    kind = _fabric(fabric).get("shortfall", "bandwidth")
+    if kind not in ("bandwidth", "latency"):
+        raise ValueError(f"fabric {fabric!r}: field shortfall: {kind!r}; allowed: 'bandwidth', 'latency'")
+    return kind
+
+
+@contextmanager
+def read_as(fabric: str, reading: str):
+    """A what-if: inside the block ``fabric``'s points are read as ``reading`` (see ``shortfall``) whatever its
+    file says; the file's reading is back on leaving it, error or not."""
+    if reading not in ("bandwidth", "latency"):
+        raise ValueError(f"reading must be 'bandwidth' or 'latency'; got {reading!r}")
+    f = _fabric(fabric)
+    had, old = "shortfall" in f, f.get("shortfall")
+    f["shortfall"] = reading
+    try:
+        yield
+    finally:
+        if had:
+            f["shortfall"] = old
+        else:
+            del f["shortfall"]
+
+
+def message_bytes(fabric: str) -> float:
+    """The message size (bytes) every point of ``fabric`` was measured at; ValueError where it states none."""
+    f = _fabric(fabric)
+    if not f.get("message_bytes"):
+        raise ValueError(f"fabric {fabric!r}: field message_bytes: missing; a fabric read by latency states it")
+    return float(f["message_bytes"])
+
+
+def busbw_points(fabric: str, kind: str = "all-reduce") -> tuple:
+    """((nodes, bus bandwidth in bytes/s), ...) as the source published it: nccl-tests' busbw of one rank,
+    which for a collective over every GPU of the nodes is the NIC figure times the node's NICs. ``kind`` as
+    in ``fraction_points``, uncapped."""
+    if kind not in ("all-reduce", "gather"):
+        raise ValueError(f"kind must be 'all-reduce' or 'gather'; got {kind!r}")
+    f = _fabric(fabric)
+    nics = int(f.get("nics_per_node", f.get("gpus_per_node", 8)))
+    pts = f.get("gather_points") if kind == "gather" else None
+    return tuple(sorted((int(p["nodes"]), float(p["busbw_gb_s_per_nic"]) * nics * 1e9)
+                        for p in (pts or f["points"])))
 
 
 def port_fraction(fabric: str, nodes: int) -> float:

@@ -149,6 +149,7 @@ class CostRules:
     tp_overlap_own_shard: bool = False
     stages_by_cost: bool = False
     fp16_gradients: bool = False
+    one_param_gather: bool = False
     dp_bucket_params: int = 0          # stack numbers (STACK_NUMBERS): the DP collectives' buckets
     dp_bucket_per_rank: int = 0
     dp_bucket_layers: int = 0
@@ -358,8 +359,12 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: DeepSpeed's fp16 engine does (its ZeRO-1/2 optimizer reduces the 16-bit ``param.grad``); off: in fp32
 #: (``grad_reduce_bytes``), as Megatron-LM does under bf16 and the planner assumes for every run. Only
 #: fp16 runs change: bf16 runs accumulate in fp32 either way (DeepSpeed's BF16_Optimizer).
+#: ``one_param_gather``: the optimizer step's gather of the updated weights (``exposed_param_gather``) is one
+#: collective on one flattened buffer, paying its latency once, not one per bucket of the stack's
+#: ``STACK_NUMBERS`` (nanotron's ``all_gather_coalesced`` flattens every shard into one ``dist.all_gather``).
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
-                "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost", "fp16_gradients") + STACK_LIMITS
+                "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost", "fp16_gradients",
+                "one_param_gather") + STACK_LIMITS
 #: What a stack does, as numbers (0 in every preset): how it splits a stage's data-parallel collectives (the
 #: gradient all-reduce or reduce-scatter, ZeRO's weight gathers, once a step or every micro-batch) into buckets. A bucket
 #: holds max(``dp_bucket_params``, ``dp_bucket_per_rank`` x the dp x cp ranks, ``dp_bucket_layers`` x one

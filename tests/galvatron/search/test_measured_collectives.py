@@ -101,18 +101,80 @@ def test_a_job_that_states_its_fabric_is_priced_on_it_in_any_preset_with_the_net
     plain = Job(shape=sh, gpu=gpu, n_gpus=64, gpus_per_node=8, port_gb_s=50.0, global_batch=64)
     efa = replace(plain, fabric="efa-p5")
     net = network_of(efa, PRACTICE)
-    assert net.port_fraction_points == fb.fraction_points("efa-p5") and net.port_bw == 50e9
-    assert net.port_fraction_points_gather == fb.fraction_points("efa-p5", "gather")
+    # efa-p5 is read by latency: the port at its fewest-nodes all-reduce fraction for every kind and node
+    # count, the rest per-step latency by nodes
+    assert fb.shortfall("efa-p5") == "latency" and fb.shortfall("ib-ndr-400") == "bandwidth"
+    assert net.port_fraction_points == fb.fraction_points("efa-p5")[:1] and net.port_bw == 50e9
+    assert net.port_fraction_points_gather == () and not net.tree_allreduce
+    assert [n for n, _ in net.port_latency_points] == [n for n, _ in fb.fraction_points("efa-p5")]
     assert network_of(plain, PRACTICE).port_fraction_points == ()
     # the layer-wise presets have no hierarchical network: a stated fabric changes nothing there
     lw = PRACTICE.with_(hierarchical_network=False)
     assert network_of(efa, lw) == network_of(plain, lw)
-    # 8 ranks one per node (stride 8): an all-gather at the gather fraction, an all-reduce at the all-reduce's
+    # 8 ranks one per node (stride 8): the ring's bandwidth at the 2-node fraction, 7 steps per phase of
+    # the per-step latency published at 8 nodes
     S = 1e9
-    ag8 = dict(fb.fraction_points("efa-p5", "gather"))[8]
-    ar8 = dict(fb.fraction_points("efa-p5"))[8]
-    lat = gpu.port_latency_s
-    assert col.group_s("all-gather", S, 8, 8, net) == pytest.approx(7 / 8 * S / (50e9 * ag8) + 7 * lat)
-    assert col.group_s("all-reduce", S, 8, 8, net) == pytest.approx(2 * 7 / 8 * S / (50e9 * ar8) + 2 * 3 * lat)
+    f2 = fb.fraction_points("efa-p5")[0][1]
+    ar8, ag8 = dict(net.port_latency_points)[8], dict(net.port_latency_points_gather)[8]
+    assert col.group_s("all-gather", S, 8, 8, net) == pytest.approx(7 / 8 * S / (50e9 * f2) + 7 * ag8)
+    assert col.group_s("all-reduce", S, 8, 8, net) == pytest.approx(2 * 7 / 8 * S / (50e9 * f2) + 2 * 7 * ar8)
     cfg = ParallelConfig(tp=1, dp=64, micro_batch=1)
-    assert step_estimate(efa, cfg, PRACTICE)["dp_s"] > step_estimate(plain, cfg, PRACTICE)["dp_s"]
+    assert step_estimate(efa, cfg, PRACTICE)["dp_s"] != pytest.approx(step_estimate(plain, cfg, PRACTICE)["dp_s"])
+
+
+def test_latency_reading_reproduces_each_published_point_and_grows_with_steps_not_bytes():
+    """Read by latency, the network prices the playbook's own benchmark (256 MB over every GPU of n nodes)
+    at the time its published bus bandwidth implies, at every point; a 16x larger message pays the same
+    latency and 16x the bandwidth term, so its bus bandwidth is far higher than the published one at 64
+    nodes (a bandwidth reading would keep it at the published 32.9 GB/s)."""
+    gpu = load_gpu("h100-sxm-80gb")
+    sh = TransformerShape("gpt-13b", 8, 5120, 40, 2048, vocab=51200)
+    job = Job(shape=sh, gpu=gpu, n_gpus=512, gpus_per_node=8, port_gb_s=50.0, global_batch=512, fabric="efa-p5")
+    net = network_of(job, PRACTICE)
+    S = fb.message_bytes("efa-p5")
+    assert S == 256 * 2 ** 20
+    for kind, pts in (("all-reduce", fb.busbw_points("efa-p5")), ("all-gather", fb.busbw_points("efa-p5", "gather"))):
+        phases = 2 if kind == "all-reduce" else 1
+        for nodes, busbw in pts:
+            n = 8 * nodes
+            measured = phases * (n - 1) / n * S / busbw
+            alpha = dict(net.port_latency_points if phases == 2 else net.port_latency_points_gather)[nodes]
+            if alpha > gpu.port_latency_s:             # not floored: the point is reproduced exactly
+                assert col.group_s(kind, S, n, 1, net) == pytest.approx(measured, rel=1e-9), (kind, nodes)
+    # the figure's 64-node all-reduce label, per GPU as nccl-tests reports it
+    assert dict(fb.busbw_points("efa-p5"))[64] == pytest.approx(32.9e9, rel=1e-3)
+    big = 16 * S
+    t = col.group_s("all-reduce", big, 512, 1, net)
+    assert 2 * 511 / 512 * big / t > 3 * 32.9e9
+    # per-step latencies between 5 and 50 microseconds: what a network's small-message latency is
+    assert all(5e-6 <= a <= 50e-6 for _, a in net.port_latency_points + net.port_latency_points_gather)
+
+
+def test_fabric_fields_are_checked_in_one_line():
+    d = fb._load()
+    saved = dict(d["fabrics"]["efa-p5"])
+    try:
+        d["fabrics"]["efa-p5"]["shortfall"] = "jitter"
+        with pytest.raises(ValueError, match=r"fabric 'efa-p5': field shortfall: 'jitter'; allowed"):
+            fb.shortfall("efa-p5")
+        del d["fabrics"]["efa-p5"]["message_bytes"]
+        with pytest.raises(ValueError, match="field message_bytes: missing"):
+            fb.message_bytes("efa-p5")
+    finally:
+        d["fabrics"]["efa-p5"].clear()
+        d["fabrics"]["efa-p5"].update(saved)
+    assert fb.busbw_points("efa-400")[0] == (2, pytest.approx(57.17e9, rel=1e-3))     # 14.29 x 4 NICs
+
+
+def test_read_as_is_a_what_if_that_restores_the_file():
+    with fb.read_as("efa-p5", "bandwidth"):
+        assert fb.shortfall("efa-p5") == "bandwidth"
+    assert fb.shortfall("efa-p5") == "latency"
+    with pytest.raises(RuntimeError):
+        with fb.read_as("ib-ndr-400", "latency"):
+            assert fb.shortfall("ib-ndr-400") == "latency"
+            raise RuntimeError("inside")
+    assert fb.shortfall("ib-ndr-400") == "bandwidth" and "shortfall" not in fb._load()["fabrics"]["ib-ndr-400"]
+    with pytest.raises(ValueError, match="reading must be"):
+        with fb.read_as("efa-p5", "both"):
+            pass

@@ -111,3 +111,25 @@ def test_only_deepspeed_runs_move_and_by_under_a_point(monkeypatch):
                         stacks_own(run, rules).with_(exposed_param_gather=False))
     hidden = {r["name"]: r["error"] for r in V.validate_runs(bloom, PRACTICE, search=False, progress=False)["runs"]}
     assert all(-0.01 < waits[n] - hidden[n] <= 0 for n in hidden) and any(waits[n] < hidden[n] for n in hidden)
+
+
+def test_one_param_gather_pays_the_gathers_latency_once(monkeypatch):
+    """``one_param_gather`` (nanotron's all_gather_coalesced: one flattened all_gather): with 4 buckets and a
+    collective of 1 s latency + its bytes, the step's 2-byte gather costs 4 x (1 + 2 / 4) = 6 s bucketed and
+    1 + 2 = 3 s as one collective; the gradient reduce-scatter stays bucketed either way. Only nanotron sets
+    it, and it changes nothing without the step gather."""
+    import lib.galvatron.search.cost as C
+
+    monkeypatch.setattr(C.col, "group_s", lambda kind, nbytes, *a: 1.0 + nbytes)
+    colls = zr.collectives(1, 1.0, 2, 4, True)
+    rs = 4 * (1.0 + 4 / 4)                       # the reduce-scatter's 4 buckets, 8 s under a 100 s backward
+    bucketed = _dp_exposed(colls, 1.0, 100.0, 4, 8, 1, None, False, buckets=4)
+    one = _dp_exposed(colls, 1.0, 100.0, 4, 8, 1, None, False, buckets=4, one_gather=True)
+    assert bucketed == pytest.approx(4 * (1.0 + 2 / 4) + max(rs / 4, rs - 100.0))
+    assert one == pytest.approx(1.0 + 2.0 + max(rs / 4, rs - 100.0))
+    no_step_gather = zr.collectives(1, 1.0, 2, 4)
+    assert (_dp_exposed(no_step_gather, 1.0, 100.0, 4, 8, 1, None, False, buckets=4, one_gather=True)
+            == _dp_exposed(no_step_gather, 1.0, 100.0, 4, 8, 1, None, False, buckets=4))
+    assert _on("one_param_gather") == {"nanotron"}
+    assert "all_gather_coalesced" in load_stack("nanotron")["fields"]["one_param_gather"]["source"]
+    assert not any(r.one_param_gather for r in ALL_PRESETS.values())
