@@ -9,6 +9,8 @@ chosen on them.
   what-if ``fabrics.read_as``: the reading before), and with no fabric stated (the GPU type's default port at
   its link efficiency), by node band, and the TP sweep's ranking.
 - :func:`band_table`: median signed and absolute error by band, all three ways.
+- :func:`fabric_readings`: the fabric's published all-reduce bus bandwidth by node count beside what the network
+  prices for the benchmark's message and for a larger one, under both readings (chapter 9's figure of them).
 
 Every throughput here is estimated (``search/cost.py``); every measured figure is quoted from its run's
 source. Used in: book/galvatron/05_from_paper_to_practice, tests/galvatron/test_playbook_runs.py.
@@ -19,8 +21,11 @@ from __future__ import annotations
 from statistics import median
 
 from .practice_picks import RUNS_DIR
+from .search import collectives as col
 from .search import fabrics as fb
-from .published import load_runs
+from .search.cost import network_of
+from .search.rules import get_rules
+from .published import load_runs, to_job
 from .search.report import Table
 from .validate import validate_runs
 
@@ -79,3 +84,29 @@ def band_table(report: dict) -> Table:
         out.append([name, f"{len(rs)}"] + [cell([r[k] for r in rs])
                                            for k in ("error", "error_bandwidth", "error_default")])
     return Table(["nodes", "runs", "EFA, loss as latency", "EFA, loss as bandwidth", "default port"], out)
+
+
+def fabric_readings(large_bytes: float = 4 * 2**30) -> dict:
+    """All-reduce bus bandwidth (bytes/s per GPU, nccl-tests' convention) over every GPU of n nodes, on the
+    fabric the playbook's runs name: {"fabric", "message_bytes", "large_bytes", "nodes": [...], "published":
+    [...] (quoted), and for each reading ("latency", "bandwidth") and each size ("message", "large") the
+    priced bus bandwidth (estimated)}. Read as bandwidth the larger message runs no faster than the
+    published one; read as latency it pays the same per-step latency for more bytes, so it runs faster."""
+    run = load_runs(str(BEST)).runs[0]
+    job, fabric = to_job(run), run.cluster.fabric
+    size = fb.message_bytes(fabric)
+    pts = fb.busbw_points(fabric)
+    nodes = [n for n, _ in pts]
+    out = {"fabric": fabric, "message_bytes": size, "large_bytes": float(large_bytes), "nodes": nodes,
+           "published": [b for _, b in pts]}
+
+    def busbw(net, nbytes, n):
+        ranks = n * job.gpus_per_node
+        return 2 * (ranks - 1) / ranks * nbytes / col.group_s("all-reduce", nbytes, ranks, 1, net)
+
+    for reading in ("latency", "bandwidth"):
+        with fb.read_as(fabric, reading):
+            net = network_of(job, get_rules("practice"))
+            out[reading] = {"message": [busbw(net, size, n) for n in nodes],
+                            "large": [busbw(net, float(large_bytes), n) for n in nodes]}
+    return out

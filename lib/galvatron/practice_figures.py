@@ -448,3 +448,31 @@ def playbook_figure(report: dict, title: str):
     fig.update_yaxes(title_text="estimated / measured tokens/s/GPU", type="log",
                      tickvals=[0.25, 0.5, 0.85, 1, 1.15, 2, 4])
     return layout(fig, title, height=460)
+
+
+def fabric_readings_figure(r: dict, title: str):
+    """Bus bandwidth per GPU of an all-reduce over every GPU of 2-64 nodes (``r``:
+    ``playbook_report.fabric_readings``): the published points (quoted) and the network's price of the
+    benchmark's message and of a larger one, the fabric's loss read as latency (solid) and as bandwidth
+    (dotted). Read as latency the network reproduces the published points from 4 nodes on; read as
+    bandwidth it runs below them (its NVLink phases come on top), and a larger message gains nothing."""
+    import plotly.graph_objects as go
+
+    x = r["nodes"]
+    mb, gb = r["message_bytes"] / 2**20, r["large_bytes"] / 2**30
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=[b / 1e9 for b in r["published"]], mode="markers",
+                             name=f"published, {mb:.0f} MB (quoted)",
+                             marker=dict(size=11, color=PALETTE["neutral"], symbol="circle-open",
+                                         line=dict(width=2))))
+    styles = (("latency", "solid", PALETTE["primary"]), ("bandwidth", "dot", PALETTE["secondary"]))
+    for reading, dash, color in styles:
+        for size, label, width in (("message", f"{mb:.0f} MB", 1.5), ("large", f"{gb:.0f} GB", 3)):
+            fig.add_trace(go.Scatter(
+                x=x, y=[b / 1e9 for b in r[reading][size]], mode="lines",
+                name=f"read as {reading}, {label}", line=dict(color=color, dash=dash, width=width),
+                hovertemplate=f"%{{x}} nodes, read as {reading}, {label}: %{{y:.0f}} GB/s<extra></extra>"))
+    fig.update_xaxes(title_text="nodes of 8 H100 (every GPU in one all-reduce)", type="log",
+                     tickvals=x, ticktext=[str(n) for n in x])
+    fig.update_yaxes(title_text="bus bandwidth per GPU (GB/s)", rangemode="tozero")
+    return layout(fig, title, height=420)

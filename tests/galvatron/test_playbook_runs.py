@@ -133,3 +133,24 @@ def test_validate_sets_the_memory_estimate_beside_the_measured_one(best, capsys)
     assert "peak memory" not in capsys.readouterr().out
     assert main(["validate", "--runs", str(BEST), "--no-search"]) == 0
     assert "peak memory, estimated against measured: median" in capsys.readouterr().out
+
+
+def test_fabric_readings_agree_on_the_benchmarks_message_and_part_on_a_larger_one():
+    """Read as latency, the network reproduces the playbook's 256 MB all-reduce from 4 nodes on, and a 4 GB
+    one on 64 nodes runs several times faster per byte; read as bandwidth, the larger message gains nothing
+    (within its latency) and stays below the published points. The figure draws 1 + 4 traces."""
+    from lib.galvatron import practice_figures as pf
+    from lib.galvatron.playbook_report import fabric_readings
+
+    r = fabric_readings()
+    assert r["nodes"] == [2, 4, 8, 16, 32, 64] and r["message_bytes"] == 256 * 2**20
+    at = {n: i for i, n in enumerate(r["nodes"])}
+    for n, i in at.items():
+        if n >= 4:
+            assert r["latency"]["message"][i] == pytest.approx(r["published"][i], rel=1e-6)
+        assert r["bandwidth"]["large"][i] <= r["published"][i] * 1.0001
+        assert r["bandwidth"]["large"][i] == pytest.approx(r["bandwidth"]["message"][i], rel=0.05)
+        assert r["latency"]["large"][i] >= r["latency"]["message"][i]
+    assert r["latency"]["large"][at[64]] > 4 * r["published"][at[64]]
+    fig = pf.fabric_readings_figure(r, "t")
+    assert len(fig.data) == 5 and fig.layout.xaxis.type == "log"
