@@ -6,7 +6,7 @@ chosen on them.
 - :func:`playbook_report`: ``validate``'s rows (the planner's picks included) with the runs on the fabric they
   state (``efa-p5``: the playbook's collective benchmark, ``data/hardware/fabrics/fabrics.json``, whose loss
   below the line rate the file reads as per-step latency), again with that loss read as bandwidth (the
-  what-if ``fabrics.read_as``: the reading before), and with no fabric stated (the GPU type's default port at
+  what-if ``rules.fabric_reading``: the reading before), and with no fabric stated (the GPU type's default port at
   its link efficiency), by node band, and the TP sweep's ranking.
 - :func:`band_table`: median signed and absolute error by band, all three ways.
 - :func:`fabric_readings`: the fabric's published all-reduce bus bandwidth by node count beside what the network
@@ -39,6 +39,11 @@ def _no_fabric(run):
     return run.model_copy(update={"cluster": run.cluster.model_copy(update={"fabric": None})})
 
 
+def reading_rules(reading: str):
+    """``practice`` with a stated fabric's loss read as ``reading`` (``rules.FABRIC_READINGS``)."""
+    return get_rules("practice").with_(name=f"practice, fabric read as {reading}", fabric_reading=reading)
+
+
 def playbook_report(search: bool = True) -> dict:
     """{"rows": [{"name", "model", "nodes", "published", "estimate", "error", "estimate_default",
     "error_default", "error_bandwidth", "config", "pick", "pick_estimate", "lead", "plausibility", "fits"}],
@@ -49,10 +54,9 @@ def playbook_report(search: bool = True) -> dict:
     tp_runs = load_runs(str(TP_SWEEP)).runs
     rep = validate_runs([(BEST.name, r) for r in runs], search=search, progress=False)
     plain = validate_runs([(BEST.name, _no_fabric(r)) for r in runs], search=False, progress=False)
-    fabric = runs[0].cluster.fabric
-    with fb.read_as(fabric, "bandwidth"):
-        bw = validate_runs([(BEST.name, r) for r in runs], search=False, progress=False)
-        tp_bw = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], search=False, progress=False)
+    as_bw = reading_rules("bandwidth")
+    bw = validate_runs([(BEST.name, r) for r in runs], rules=as_bw, search=False, progress=False)
+    tp_bw = validate_runs([(TP_SWEEP.name, r) for r in tp_runs], rules=as_bw, search=False, progress=False)
     by_plain = {r["name"]: r for r in plain["runs"]}
     by_bw = {r["name"]: r for r in bw["runs"]}
     rows = []
@@ -105,8 +109,7 @@ def fabric_readings(large_bytes: float = 4 * 2**30) -> dict:
         return 2 * (ranks - 1) / ranks * nbytes / col.group_s("all-reduce", nbytes, ranks, 1, net)
 
     for reading in ("latency", "bandwidth"):
-        with fb.read_as(fabric, reading):
-            net = network_of(job, get_rules("practice"))
-            out[reading] = {"message": [busbw(net, size, n) for n in nodes],
-                            "large": [busbw(net, float(large_bytes), n) for n in nodes]}
+        net = network_of(job, reading_rules(reading))
+        out[reading] = {"message": [busbw(net, size, n) for n in nodes],
+                        "large": [busbw(net, float(large_bytes), n) for n in nodes]}
     return out

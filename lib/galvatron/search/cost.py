@@ -267,7 +267,8 @@ def network_of(job, rules: CostRules | None = None):
                       port_fraction_points=fb.fraction_points(fabric),
                       port_fraction_points_gather=fb.fraction_points(fabric, "gather"),
                       nvlink_allreduce_bw=fb.nvlink_allreduce_bw(g.name), tree_allreduce=True)
-        if fb.shortfall(fabric) == "latency":
+        reading = fb.shortfall(fabric) if rules.fabric_reading == "file" else rules.fabric_reading
+        if reading == "latency":
             net = latency_network(net, fabric)
     return net
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,24 +92,6 @@ def shortfall(fabric: str) -> str:
     if kind not in ("bandwidth", "latency"):
         raise ValueError(f"fabric {fabric!r}: field shortfall: {kind!r}; allowed: 'bandwidth', 'latency'")
     return kind
-
-
-@contextmanager
-def read_as(fabric: str, reading: str):
-    """A what-if: inside the block ``fabric``'s points are read as ``reading`` (see ``shortfall``) whatever its
-    file says; the file's reading is back on leaving it, error or not."""
-    if reading not in ("bandwidth", "latency"):
-        raise ValueError(f"reading must be 'bandwidth' or 'latency'; got {reading!r}")
-    f = _fabric(fabric)
-    had, old = "shortfall" in f, f.get("shortfall")
-    f["shortfall"] = reading
-    try:
-        yield
-    finally:
-        if had:
-            f["shortfall"] = old
-        else:
-            del f["shortfall"]
 
 
 def message_bytes(fabric: str) -> float:

@@ -86,6 +86,10 @@ CHUNK_RULES = ("galvatron2", "artifact", "bert", "vit", "t5", "swin")
 STAGE_BUDGETS = ("context-later", "full")
 DIVISION_INPUTS = ("first-strategy", "pure-dp")
 LEFTOVER_DP = ("per-stage", "once")
+#: How a stated fabric's published points are read (``cost.network_of``): ``"file"``, as the fabric's file says
+#: (``fabrics.shortfall``); ``"bandwidth"`` or ``"latency"`` whatever it says: a what-if (chapter 9 prices the
+#: Ultra-Scale Playbook's runs both ways).
+FABRIC_READINGS = ("file", "bandwidth", "latency")
 P2P = ("cluster", "none")
 
 
@@ -158,6 +162,7 @@ class CostRules:
     grad_reduce_bytes: int = 4         # mixed precision: gradients accumulated and reduced in fp32
     oversubscription: float = 1.0      # hierarchical network: port bandwidth divided above a pod
     pod_nodes: int = 0                 # nodes per pod (0: no pod level)
+    fabric_reading: str = "file"       # a stated fabric's loss below its line rate (FABRIC_READINGS)
 
     def __post_init__(self):
         def choice(field, allowed):
@@ -181,6 +186,7 @@ class CostRules:
         choice("division_input", DIVISION_INPUTS)
         choice("leftover_dp", LEFTOVER_DP)
         choice("p2p", P2P)
+        choice("fabric_reading", FABRIC_READINGS)
         number("micro_bsz", 1, 1 << 20, integer=True)
         number("max_chunks", 1, 1 << 20, integer=True)
         if self.mem_bins_max is not None:

@@ -166,15 +166,20 @@ def test_fabric_fields_are_checked_in_one_line():
     assert fb.busbw_points("efa-400")[0] == (2, pytest.approx(57.17e9, rel=1e-3))     # 14.29 x 4 NICs
 
 
-def test_read_as_is_a_what_if_that_restores_the_file():
-    with fb.read_as("efa-p5", "bandwidth"):
-        assert fb.shortfall("efa-p5") == "bandwidth"
-    assert fb.shortfall("efa-p5") == "latency"
-    with pytest.raises(RuntimeError):
-        with fb.read_as("ib-ndr-400", "latency"):
-            assert fb.shortfall("ib-ndr-400") == "latency"
-            raise RuntimeError("inside")
-    assert fb.shortfall("ib-ndr-400") == "bandwidth" and "shortfall" not in fb._load()["fabrics"]["ib-ndr-400"]
-    with pytest.raises(ValueError, match="reading must be"):
-        with fb.read_as("efa-p5", "both"):
-            pass
+def test_fabric_reading_is_a_what_if_of_the_rules():
+    """``rules.fabric_reading``: "file" (every preset) reads each fabric as its file says; "bandwidth" gives
+    efa-p5 its published fractions by nodes and no latency points, as before the file read it as latency."""
+    assert all(r.fabric_reading == "file" for r in ALL_PRESETS.values())
+    gpu = load_gpu("h100-sxm-80gb")
+    sh = TransformerShape("gpt-13b", 8, 5120, 40, 2048, vocab=51200)
+    efa = Job(shape=sh, gpu=gpu, n_gpus=64, gpus_per_node=8, port_gb_s=50.0, global_batch=64, fabric="efa-p5")
+    as_file, as_bw = network_of(efa, PRACTICE), network_of(efa, PRACTICE.with_(fabric_reading="bandwidth"))
+    assert as_file == network_of(efa, PRACTICE.with_(fabric_reading="latency")) and as_file.port_latency_points
+    assert as_bw.port_fraction_points == fb.fraction_points("efa-p5") and as_bw.port_latency_points == ()
+    assert as_bw.tree_allreduce and as_bw.port_fraction_points_gather == fb.fraction_points("efa-p5", "gather")
+    # a fabric without a message size cannot be read as latency: one line naming the field
+    ndr = replace(efa, fabric="ib-ndr-400")
+    with pytest.raises(ValueError, match="fabric 'ib-ndr-400': field message_bytes: missing"):
+        network_of(ndr, PRACTICE.with_(fabric_reading="latency"))
+    with pytest.raises(ValueError, match="CostRules.fabric_reading must be one of"):
+        PRACTICE.with_(fabric_reading="both")
