@@ -46,7 +46,7 @@ from .fills import SEARCHED, fill_by_search
 from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
 from .ranking import sweeps
 from .stacks import DEFAULT_STACK, stack_rules
-from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, get_rules
+from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, FABRIC_READINGS, get_rules
 
 
 def run_rules(run, rules="practice"):
@@ -157,6 +157,9 @@ def _parser() -> OneLineParser:
     ap.add_argument("--no-search", action="store_true", help="skip the planner's own picks")
     ap.add_argument("--with", dest="with_", action="append", default=[], metavar="NAME",
                     help=f"switch a candidate mechanism on (one of {', '.join(CANDIDATE_FIELDS)}; repeatable)")
+    ap.add_argument("--fabric-reading", default="file", metavar="READING",
+                    help=f"how a run's stated fabric is read: one of {', '.join(FABRIC_READINGS)} (default file: "
+                         "as data/hardware/fabrics/fabrics.json says; the others are what-ifs)")
     ap.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
     return ap
 
@@ -212,6 +215,12 @@ def main(argv) -> int:
             raise UserError(f"--with: unknown mechanism {name!r}; allowed: {', '.join(CANDIDATE_FIELDS)}")
     if a.with_:
         rules = rules.with_(name="+".join([rules.name] + a.with_), **{f: True for f in a.with_})
+    if a.fabric_reading not in FABRIC_READINGS:
+        raise UserError(f"--fabric-reading: unknown reading {a.fabric_reading!r}; allowed: "
+                        f"{', '.join(FABRIC_READINGS)}")
+    if a.fabric_reading != "file":
+        rules = rules.with_(name=f"{rules.name}, fabrics read as {a.fabric_reading}",
+                            fabric_reading=a.fabric_reading)
     runs, oom = [], []
     for path in a.runs:
         rf = load_runs(path)

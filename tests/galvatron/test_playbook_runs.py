@@ -152,3 +152,22 @@ def test_fabric_readings_agree_on_the_benchmarks_message_and_part_on_a_larger_on
     assert r["latency"]["large"][at[64]] > 4 * r["published"][at[64]]
     fig = pf.fabric_readings_figure(r, "t")
     assert len(fig.data) == 5 and fig.layout.xaxis.type == "log"
+
+
+def test_validate_reads_a_fabric_as_asked(capsys):
+    """``validate --fabric-reading``: "bandwidth" prices nanotron's TP 32 (4 nodes of EFA) as the fabric read
+    as bandwidth does, slower than the file's latency reading; a bad reading is one line naming the flag."""
+    from lib.galvatron.__main__ import main
+
+    def tp32(out):
+        return float(next(line for line in out.splitlines() if "#tp32" in line).split()[2])
+
+    assert main(["validate", "--runs", str(TP), "--no-search"]) == 0
+    as_file = capsys.readouterr().out
+    assert main(["validate", "--runs", str(TP), "--no-search", "--fabric-reading", "bandwidth"]) == 0
+    as_bw = capsys.readouterr().out
+    assert "fabrics read as bandwidth" in as_bw and "fabrics read as" not in as_file
+    assert tp32(as_bw) < 0.8 * tp32(as_file)
+    assert main(["validate", "--runs", str(TP), "--fabric-reading", "wide"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --fabric-reading: unknown reading 'wide'; allowed: file, bandwidth, latency"]
