@@ -13,6 +13,12 @@ file says why each default).
 ``port_gb_s_per_gpu(fabric)``: the line rate of a node's NICs shared by its GPUs; ``port_for(gpu, fabric)``:
 that of the stated fabric, else of the GPU type's default one (the port of a job that states none).
 
+``shortfall(fabric)``: what the points lose below the line rate is, as the file says: ``"bandwidth"`` (the
+default; the fractions above apply to every message) or ``"latency"`` (points of one ``message_bytes(fabric)``
+message, whose loss ``cost.latency_network`` turns into a per-step ring latency: the port then runs at the
+fewest-nodes fraction). ``busbw_points(fabric, kind)``: the points as published, nccl-tests' bus bandwidth of
+one rank in bytes/s. ``rules.fabric_reading`` may override the file's reading (a what-if).
+
 Used by ``cost.network_of`` for a job that states its fabric (``Job.fabric``, a runs file's
 ``cluster.fabric``, ``plan --fabric``), and for every job under ``rules.measured_collectives`` (a candidate:
 off in every preset), which also prices an inter-node all-reduce's latency as NCCL's tree does
