@@ -21,12 +21,12 @@ from __future__ import annotations
 from statistics import median
 
 from .practice_picks import RUNS_DIR
+from .published import load_runs, to_job
 from .search import collectives as col
 from .search import fabrics as fb
 from .search.cost import network_of
-from .search.rules import get_rules
-from .published import load_runs, to_job
 from .search.report import Table
+from .search.rules import get_rules
 from .validate import validate_runs
 
 BEST = RUNS_DIR / "playbook_best.json"
@@ -106,7 +106,7 @@ def fabric_readings(large_bytes: float = 4 * 2**30) -> dict:
 
     def busbw(net, nbytes, n):
         ranks = n * job.gpus_per_node
-        return 2 * (ranks - 1) / ranks * nbytes / col.group_s("all-reduce", nbytes, ranks, 1, net)
+        return col.bus_bytes("all-reduce", nbytes, ranks) / col.group_s("all-reduce", nbytes, ranks, 1, net)
 
     for reading in ("latency", "bandwidth"):
         net = network_of(job, reading_rules(reading))

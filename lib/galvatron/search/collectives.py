@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .fabrics import interpolate
+
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "send")
 
 
@@ -88,6 +90,12 @@ def gather_kind(kind: str) -> bool:
     return kind in ("all-gather", "reduce-scatter")
 
 
+def bus_bytes(kind: str, nbytes: float, n: int) -> float:
+    """nccl-tests' bus bytes of a collective of ``nbytes`` per rank over ``n`` ranks: what each rank moves in a
+    ring, (n - 1) / n x ``nbytes`` per phase (two for an all-reduce); over a time, its bus bandwidth."""
+    return (2 if kind == "all-reduce" else 1) * (n - 1) / n * nbytes
+
+
 def latency_from_points(kind: str, points: tuple, message_bytes: float, net: Network) -> tuple:
     """((nodes, seconds per ring step), ...) of a fabric read by latency (``fabrics.shortfall``): for each
     published point (nodes, nccl-tests bus bandwidth in bytes/s of a ``message_bytes`` collective over every
@@ -97,14 +105,18 @@ def latency_from_points(kind: str, points: tuple, message_bytes: float, net: Net
     larger message pays the same steps for more bytes."""
     bare = replace(net, port_latency=0.0, port_latency_points=(), port_latency_points_gather=(),
                    tree_allreduce=False)
-    phases = 2 if kind == "all-reduce" else 1
     out = []
     for nodes, busbw in points:
         n = nodes * net.gpus_per_node
-        measured = phases * (n - 1) / n * message_bytes / busbw
+        measured = bus_bytes(kind, message_bytes, n) / busbw
         priced = group_s(kind, message_bytes, n, 1, bare)
-        out.append((nodes, max(net.port_latency, (measured - priced) / (phases * (n - 1)))))
+        out.append((nodes, max(net.port_latency, (measured - priced) / ring_steps(kind, n))))
     return tuple(out)
+
+
+def ring_steps(kind: str, n: int) -> int:
+    """Steps of NCCL's ring over ``n`` ranks: n - 1 per phase, two phases for an all-reduce."""
+    return (2 if kind == "all-reduce" else 1) * (n - 1)
 
 
 def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hierarchical: bool = True) -> float:
@@ -114,8 +126,6 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
         return 0.0
     port = net.port_bw / (net.oversubscription if net.pod_nodes and nodes > net.pod_nodes else 1.0)
     if net.port_fraction_points:
-        from .fabrics import interpolate
-
         gather = gather_kind(kind) and net.port_fraction_points_gather
         port *= interpolate(net.port_fraction_points_gather if gather else net.port_fraction_points, nodes)
     if nodes == 1:
@@ -132,10 +142,7 @@ def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hier
     if steps:
         # a fabric read by latency: NCCL's ring over all ``size`` ranks waits on the inter-node hop at every
         # one of its (size - 1) steps per phase, each the published per-step latency at this many nodes
-        from .fabrics import interpolate
-
-        phases = 2 if kind == "all-reduce" else 1
-        return intra + ring_s(kind, nbytes / k, nodes, port, 0.0) + phases * (size - 1) * interpolate(steps, nodes)
+        return intra + ring_s(kind, nbytes / k, nodes, port, 0.0) + ring_steps(kind, size) * interpolate(steps, nodes)
     inter = ring_s(kind, nbytes / k, nodes, port, net.port_latency)
     if net.tree_allreduce and kind == "all-reduce" and nodes > 2:
         # NCCL's tree: the same bytes, 2 ceil(log2 nodes) hops of latency instead of the ring's 2 (nodes - 1)

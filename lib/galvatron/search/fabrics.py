@@ -53,16 +53,26 @@ def _fabric(fabric: str) -> dict:
     return fabs[fabric]
 
 
-def fraction_points(fabric: str, kind: str = "all-reduce") -> tuple:
-    """((nodes, fraction of line rate), ...) of ``fabric``, sorted by nodes, each fraction capped at 1.
-    ``kind``: ``all-reduce`` (its ``points``) or ``gather`` (its ``gather_points`` where it has them)."""
+def _points(fabric: str, kind: str) -> tuple:
+    """(the fabric's entry, its points of ``kind``): ``all-reduce`` (its ``points``) or ``gather`` (its
+    ``gather_points`` where it has them, else its ``points``)."""
     if kind not in ("all-reduce", "gather"):
         raise ValueError(f"kind must be 'all-reduce' or 'gather'; got {kind!r}")
     f = _fabric(fabric)
+    return f, (f.get("gather_points") if kind == "gather" else None) or f["points"]
+
+
+def _nics(f: dict) -> int:
+    """NICs of one node (``nics_per_node``; one per GPU where the file does not say)."""
+    return int(f.get("nics_per_node", f.get("gpus_per_node", 8)))
+
+
+def fraction_points(fabric: str, kind: str = "all-reduce") -> tuple:
+    """((nodes, fraction of line rate), ...) of ``fabric``, sorted by nodes, each fraction capped at 1.
+    ``kind``: ``all-reduce`` (its ``points``) or ``gather`` (its ``gather_points`` where it has them)."""
+    f, pts = _points(fabric, kind)
     line = float(f["line_rate_gb_s_per_nic"])
-    pts = f.get("gather_points") if kind == "gather" else None
-    return tuple(sorted((int(p["nodes"]), min(1.0, float(p["busbw_gb_s_per_nic"]) / line))
-                        for p in (pts or f["points"])))
+    return tuple(sorted((int(p["nodes"]), min(1.0, float(p["busbw_gb_s_per_nic"]) / line)) for p in pts))
 
 
 def port_gb_s_per_gpu(fabric: str) -> float:
@@ -70,8 +80,7 @@ def port_gb_s_per_gpu(fabric: str) -> float:
     (``gpus_per_node``, 8 where the file does not say; one NIC per GPU where it does not say either). A job
     on fewer GPUs than a node still runs on the node's hardware."""
     f = _fabric(fabric)
-    gpus = int(f.get("gpus_per_node", 8))
-    return float(f["line_rate_gb_s_per_nic"]) * int(f.get("nics_per_node", gpus)) / gpus
+    return float(f["line_rate_gb_s_per_nic"]) * _nics(f) / int(f.get("gpus_per_node", 8))
 
 
 def interpolate(points: tuple, nodes: int) -> float:
@@ -112,13 +121,8 @@ def busbw_points(fabric: str, kind: str = "all-reduce") -> tuple:
     """((nodes, bus bandwidth in bytes/s), ...) as the source published it: nccl-tests' busbw of one rank,
     which for a collective over every GPU of the nodes is the NIC figure times the node's NICs. ``kind`` as
     in ``fraction_points``, uncapped."""
-    if kind not in ("all-reduce", "gather"):
-        raise ValueError(f"kind must be 'all-reduce' or 'gather'; got {kind!r}")
-    f = _fabric(fabric)
-    nics = int(f.get("nics_per_node", f.get("gpus_per_node", 8)))
-    pts = f.get("gather_points") if kind == "gather" else None
-    return tuple(sorted((int(p["nodes"]), float(p["busbw_gb_s_per_nic"]) * nics * 1e9)
-                        for p in (pts or f["points"])))
+    f, pts = _points(fabric, kind)
+    return tuple(sorted((int(p["nodes"]), float(p["busbw_gb_s_per_nic"]) * _nics(f) * 1e9) for p in pts))
 
 
 def port_fraction(fabric: str, nodes: int) -> float:
