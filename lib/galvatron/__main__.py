@@ -29,9 +29,11 @@ Used in: book/galvatron/04_from_plan_to_run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
 
 from lib.cli_errors import OneLineParser, UserError, is_user_error, one_line, run_cli
@@ -171,6 +173,26 @@ def _refused_before_the_group(e: BaseException, argv) -> None:
         print(f"error: rank {rank}: {one_line(e)}", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def _stop_deferred():
+    """torchrun stops every rank (SIGTERM) once one has exited. Every rank checks its flags and plan after
+    importing torch (about a second), and only rank 0 says why it refuses them; so rank 1, refusing first, got rank 0
+    stopped before its line and the user saw no reason (seen in CI under load). Until this rank has checked its own
+    inputs a stop waits: refused, it says why and exits 2; accepted, the stop then takes effect as before."""
+    stops = []
+    try:
+        before = signal.signal(signal.SIGTERM, lambda *_: stops.append(1))
+    except ValueError:  # not the main thread (a notebook's worker, a test's): no stop can reach it here
+        yield
+        return
+    try:
+        yield
+    finally:  # refused: the error goes on up to run_cli, which says it
+        signal.signal(signal.SIGTERM, before)
+    if stops:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _main(argv) -> int:
     if argv[:1] == ["launch"]:  # torchrun without its own failure report (runtime/quiet_launch.py)
         from .runtime.quiet_launch import launch
@@ -184,14 +206,15 @@ def _main(argv) -> int:
         from .validate import main as validate_main
 
         return validate_main(argv[1:])
-    try:
-        args = _parser().parse_args(argv)
-        check_args(args)
-        plan_dict = read_plan(args.plan)
-    except (UserError, OSError, ValueError) as e:
-        if is_user_error(e):
-            _refused_before_the_group(e, argv)
-        raise
+    with _stop_deferred():
+        try:
+            args = _parser().parse_args(argv)
+            check_args(args)
+            plan_dict = read_plan(args.plan)
+        except (UserError, OSError, ValueError) as e:
+            if is_user_error(e):
+                _refused_before_the_group(e, argv)
+            raise
     saved = dict(os.environ)
     try:
         if "RANK" not in os.environ:  # started without torchrun: one rank on this machine

@@ -261,3 +261,31 @@ def test_a_rank_that_refuses_before_the_agreement_fails_the_others_within_the_ti
                                    "exhausts memory)"]
     lines = _our_lines(logs[0])
     assert codes[0] != 0 and len(lines) == 1 and "no answer within --timeout-s 5 s" in lines[0], logs[0]
+
+
+_STOPPED_WHILE_CHECKING = """
+import os, signal, sys
+from lib.galvatron import __main__ as m
+checked = m.check_args
+def stopped_then_checked(args):  # torchrun's stop arrives while this rank is still checking its flags
+    os.kill(os.getpid(), signal.SIGTERM)
+    checked(args)
+m.check_args = stopped_then_checked
+sys.exit(m.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flags, code, says", [
+    (["--steps", "0"], 2, "error: --steps 0 is out of range"),  # refused: says why, then exits 2
+    (["--steps", "1"], -signal.SIGTERM, ""),  # accepted: the stop then takes effect, nothing is run
+])
+def test_a_stop_while_checking_flags_waits_until_rank0_has_said_why(plan1, flags, code, says):
+    """CI saw rank 0 stopped by torchrun (rank 1 had refused the same flags and exited) before it printed the
+    reason, so the user got no line at all. A stop now waits until this rank has checked its own inputs."""
+    r = subprocess.run([sys.executable, "-c", _STOPPED_WHILE_CHECKING, "run", "--plan", plan1, *flags], cwd=ROOT,
+                       capture_output=True, text=True, timeout=50, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == code, r.stderr
+    assert [x for x in r.stderr.splitlines() if x.startswith("error: ")] == ([_one_line_error(r.stderr).strip()]
+                                                                            if says else []), r.stderr
+    assert says in r.stderr
