@@ -40,6 +40,18 @@ SWEEP_FILES = {"sc21_table2.json": "SC'21 Table 2 (ZeRO-3 against PTD)",
 GIB = 2**30
 
 
+def memory_errors(file: str, without: tuple = ()) -> list:
+    """Estimated peak over the measured one, less 1, for every run of ``file`` (in ``RUNS_DIR``) whose source
+    measured its memory, as ``validate`` prices it, or with the stack fields ``without`` switched off: what
+    those fields add (chapter 9: the BF16 optimizer's 16-bit gradients)."""
+    out = []
+    for run in load_runs(str(RUNS_DIR / file)).runs:
+        if run.measured.peak_memory_gb is not None:
+            est = estimate_run(run, "practice", without=without)
+            out.append(est["peak_gb"] / run.measured.peak_memory_gb - 1.0)
+    return out
+
+
 def chosen_on() -> dict:
     """{run name: what it chose or fitted}: stack fields' ``chosen_on`` (``stacks.chosen_on``) and GPUs'
     ``fitted_to``."""

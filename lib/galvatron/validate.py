@@ -46,7 +46,7 @@ from .fills import SEARCHED, fill_by_search
 from .plausibility import best_published_mfu, lead_range, mfu_check, stated_error
 from .ranking import sweeps
 from .stacks import DEFAULT_STACK, stack_rules
-from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, FABRIC_READINGS, get_rules
+from .search.rules import ALL_PRESETS, CANDIDATE_FIELDS, FABRIC_READINGS, STACK_FIELDS, get_rules
 
 
 def run_rules(run, rules="practice"):
@@ -70,13 +70,19 @@ MICRO_BATCH_FILLS = ("one", "planner", "search")
 #: fastest setting that fits (``fills.py``); ``"one"`` and ``"planner"`` fill the others with the defaults.
 
 
-def estimate_run(run, rules="practice", gpu=None, fill: str = "search") -> dict:
+def estimate_run(run, rules="practice", gpu=None, fill: str = "search", without: tuple = ()) -> dict:
     """The published configuration of ``run`` priced under ``rules`` as they apply to it (``run_rules``;
     ``gpu``: a GpuSpec to use instead of the stored one, e.g. while fitting; ``fill``: see
-    ``MICRO_BATCH_FILLS``): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
+    ``MICRO_BATCH_FILLS``; ``without``: stack fields switched off after the run's stack set them, a what-if of
+    what each adds): the step estimate plus ``published``, ``error`` and ``micro_batch``."""
     if fill not in MICRO_BATCH_FILLS:
         raise ValueError(f"fill must be one of {MICRO_BATCH_FILLS}; got {fill!r}")
+    bad = [f for f in without if f not in STACK_FIELDS]
+    if bad:
+        raise ValueError(f"without: {bad[0]!r} is not a stack field; allowed: {', '.join(STACK_FIELDS)}")
     job, cfg, rules = to_job(run, gpu=gpu), to_config(run), run_rules(run, rules)
+    if without:
+        rules = replace(rules, **{f: False for f in without})
     if fill == "search":
         nulls = [f for f in SEARCHED if getattr(run.config, f) is None]
         cfg, est, values = fill_by_search(job, cfg, nulls, rules)

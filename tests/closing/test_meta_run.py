@@ -68,17 +68,17 @@ def test_without_a_published_run_the_models_step_is_the_chains():
 
 
 def test_the_chapters_held_out_error_is_the_h100s_stated_error():
-    # one definition (lib/galvatron/plausibility.py): the median |error| over the 41 H100 runs no constant
+    # one definition (lib/galvatron/plausibility.py): the median |error| over the 45 H100 runs no constant
     # was fitted to and no stack rule chosen on (5 of calibration.json, 5 of heldout.json, 26 of the
-    # Ultra-Scale Playbook's, 5 of nanotron's TP sweep), 14.3% (15.9% before EFA's loss below its line rate
-    # was read as latency); 4 runs fitted the H100's efficiency, and the two Llama 3 runs chose Meta's stack's
-    # queued reduce-scatters
+    # Ultra-Scale Playbook's, 5 of nanotron's TP sweep, 4 of torchtitan's async TP benchmark), 15.0% (14.3%
+    # before the async TP rows, 15.9% before EFA's loss below its line rate was read as latency); 4 runs
+    # fitted the H100's efficiency, and the two Llama 3 runs chose Meta's stack's queued reduce-scatters
     from lib.closing.report import held_glue
     from lib.galvatron.plausibility import stated_error
 
     assert held_glue("h100-sxm-80gb") == {"stated_error": f"{stated_error('h100-sxm-80gb'):.1%}",
-                                          "n_held": "41", "n_fitted": "4"}
-    assert 0.135 < stated_error("h100-sxm-80gb") < 0.15
+                                          "n_held": "45", "n_fitted": "4"}
+    assert 0.145 < stated_error("h100-sxm-80gb") < 0.155
     # Meta's stated layout, under Meta's stack, is well within it: +0.0% against Meta's 151 tokens/s/GPU
     start = mr.meta_start(CHAPTER_JOB)
     assert abs(start.error) < stated_error("h100-sxm-80gb") and start.error == pytest.approx(0.0, abs=1e-3)

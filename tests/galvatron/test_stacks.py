@@ -257,7 +257,8 @@ def test_deepspeed_keeps_fp16_gradients_in_two_bytes():
     assert run.precision == "fp16" and run_rules(run).fp16_gradients
     assert not stack_rules(PRACTICE).fp16_gradients
     job, cfg, rules = to_job(run), to_config(run), run_rules(run)
-    on, off = step_estimate(job, cfg, rules), step_estimate(job, cfg, replace(rules, fp16_gradients=False))
+    on, off = step_estimate(job, cfg, rules), step_estimate(job, cfg, replace(rules, fp16_gradients=False,
+                                                                               keeps_16bit_grads=False))
     # the peak is the first stage's: its layers and the vocabulary-parallel embedding
     params = ((run.model.layers // cfg.pp) * to_job(run).shape.layer_params()
               + run.model.vocab * run.model.hidden) / cfg.tp

@@ -583,6 +583,8 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if recompute in ("selective", "op"):
             a_work -= a_layer
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
+    if rules.keeps_16bit_grads and rules.mixed_precision and by.grad == 4:
+        per_param += 2.0      # the 16-bit param.grad beside the fp32 accumulation, on every rank (not sharded)
     if zero == 3 and not rules.zero_stages and d > 1:
         per_param = by.states * (1.0 / d + rules.sdp_mem_bias)        # the paper's SDP (none at d = 1)
     if rules.embedding_and_head:
@@ -604,7 +606,13 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         held = flight * layers[i]
         if pp > 1 and uneven and len(set(chunks[i])) > 1:  # uneven chunks: the layers of the chunks in flight
             held = sch.layers_in_flight(schedule, chunks[i], pp, m_eff, i)
-        peaks.append(P * per_param + held * a_layer + a_work + gathered
+        # a stack that keeps each in-flight micro-batch's stage output until its backward: one boundary
+        # tensor (1/tp of it under sequence parallelism) per chunk in flight, except the loss the model's
+        # last chunk ends in
+        outputs = 0.0
+        if rules.keeps_stage_outputs and pp > 1:
+            outputs = flight * (vp if i < pp - 1 else vp - 1) * boundary / (tp if sp else 1)
+        peaks.append(P * per_param + held * a_layer + a_work + gathered + outputs
                      + (last_extra if i == pp - 1 else 0.0) + every_extra)
     peak = max(peaks)
     tok = job.global_batch * s / step / job.n_gpus

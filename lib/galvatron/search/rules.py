@@ -154,6 +154,8 @@ class CostRules:
     stages_by_cost: bool = False
     fp16_gradients: bool = False
     one_param_gather: bool = False
+    keeps_stage_outputs: bool = False
+    keeps_16bit_grads: bool = False
     dp_bucket_params: int = 0          # stack numbers (STACK_NUMBERS): the DP collectives' buckets
     dp_bucket_per_rank: int = 0
     dp_bucket_layers: int = 0
@@ -368,9 +370,17 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: ``one_param_gather``: the optimizer step's gather of the updated weights (``exposed_param_gather``) is one
 #: collective on one flattened buffer, paying its latency once, not one per bucket of the stack's
 #: ``STACK_NUMBERS`` (nanotron's ``all_gather_coalesced`` flattens every shard into one ``dist.all_gather``).
+#: ``keeps_stage_outputs``: a pipeline stage keeps each in-flight micro-batch's output tensor (the activation it
+#: sent on) until that micro-batch's backward, one more boundary tensor per micro-batch in flight (DeepSpeed's
+#: ``PipelineEngine``: ``pipe_buffers['outputs']``; ``torch.distributed.pipelining``: ``fwd_cache``); off: the
+#: output's data is freed once sent (Megatron-LM's ``deallocate_pipeline_outputs``, since December 2021).
+#: ``keeps_16bit_grads``: where gradients accumulate in fp32, the 16-bit ``param.grad`` the backward writes
+#: stays allocated beside them, 2 more bytes per parameter, not sharded (DeepSpeed's ``BF16_Optimizer``, which
+#: zeroes it rather than freeing it); off: it is added into the fp32 buffer and freed, or never made (Megatron-LM's
+#: fused weight-gradient accumulation into ``main_grad``).
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
                 "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost", "fp16_gradients",
-                "one_param_gather") + STACK_LIMITS
+                "one_param_gather", "keeps_stage_outputs", "keeps_16bit_grads") + STACK_LIMITS
 #: What a stack does, as numbers (0 in every preset): how it splits a stage's data-parallel collectives (the
 #: gradient all-reduce or reduce-scatter, ZeRO's weight gathers, once a step or every micro-batch) into buckets. A bucket
 #: holds max(``dp_bucket_params``, ``dp_bucket_per_rank`` x the dp x cp ranks, ``dp_bucket_layers`` x one
