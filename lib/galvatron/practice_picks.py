@@ -5,6 +5,8 @@
 - :func:`sweep_report`: ``validate``'s report (no search) of the sweep files of ``data/published_runs/``,
   each sweep labelled fitted or held out: a sweep is *fitted* where any of its runs chose or fitted a
   constant (a stack field's ``chosen_on`` in ``data/stacks/``, a GPU's ``fitted_to``), else held out.
+- :func:`switch_gains`: sweeps that pair one layout with a switch on and off (torchtitan's async TP rows): the
+  gain of the switch, measured and estimated.
 - :func:`meta_run`: a published run priced under ``practice`` with its unstated fields filled
   (``fills.py``), its peak memory against the GPU's usable capacity, its published and estimated MFU.
 
@@ -95,6 +97,23 @@ def heldout_summary(report: dict, min_gpus: int = 128) -> dict:
     large = [s["top1_regret"] for s in held if s["gpus"] >= min_gpus]
     return {"rho": float(np.median(rhos)), "n": len(rhos),
             "regret": float(np.median(large)) if large else None, "n_large": len(large)}
+
+
+def switch_gains(file: str = "torchtitan_async_tp.json", on: str = "async-tp", off: str = "vanilla-tp") -> dict:
+    """{sweep: {"measured", "estimated", "errors", "spearman", "gpus"}} for a runs file whose sweeps are pairs,
+    one layout with a switch on (``sweep#<on>``) and off (``sweep#<off>``): the gain of turning it on, measured
+    (quoted) and estimated under ``practice`` (``sweep_report``), and the two rows' errors (off, on)."""
+    rep = sweep_report(files=(file,))
+    by = {r["name"]: r for r in rep["rows"]}
+    out = {}
+    for s in rep["sweeps"]:
+        a, b = by.get(f"{s['sweep']}#{on}"), by.get(f"{s['sweep']}#{off}")
+        if a is None or b is None:
+            raise ValueError(f"{file}: sweep {s['sweep']!r} needs the rows #{on} and #{off}")
+        out[s["sweep"]] = {"measured": a["published"] / b["published"] - 1.0,
+                           "estimated": a["estimate"] / b["estimate"] - 1.0, "errors": (b["error"], a["error"]),
+                           "spearman": s["spearman"], "gpus": s["gpus"]}
+    return out
 
 
 def sweep_rows(report: dict, sweep: str) -> list:

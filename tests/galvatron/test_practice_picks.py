@@ -6,6 +6,7 @@ import pytest
 from lib.galvatron import practice_figures as pf
 from lib.galvatron import practice_picks as pp
 from lib.galvatron import practice_report as pr
+from lib.galvatron.published import load_runs
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,17 @@ def test_every_sweep_file_is_in_the_report_with_its_gpus(sweeps):
     for s in sweeps["sweeps"]:
         runs = [r for r in load_runs(str(pp.RUNS_DIR / s["file"])).runs if sweep_of(r.name) == s["sweep"]]
         assert s["gpus"] == max(r.cluster.gpus for r in runs) and len(runs) == s["runs"]
+
+
+def test_switch_gains_of_the_async_tp_pairs():
+    """Each pair's gain, measured and estimated, from its two rows; a file whose sweeps are not on/off pairs is
+    refused naming the sweep and the rows it needs."""
+    gains = pp.switch_gains("torchtitan_async_tp.json")
+    rows = {r.name: r for r in load_runs(str(pp.RUNS_DIR / "torchtitan_async_tp.json")).runs}
+    assert set(gains) == {"torchtitan-llama3-70b-256h100", "torchtitan-llama3-8b-64h100"}
+    for sweep, g in gains.items():
+        on, off = rows[f"{sweep}#async-tp"], rows[f"{sweep}#vanilla-tp"]
+        assert g["measured"] == pytest.approx(on.measured.tokens_per_s_per_gpu / off.measured.tokens_per_s_per_gpu - 1)
+        assert g["estimated"] > g["measured"] > 0 and g["gpus"] == on.cluster.gpus
+    with pytest.raises(ValueError, match="sweep 'torchtitan-llama2-13b-64a100' needs the rows #async-tp"):
+        pp.switch_gains("torchtitan_sweeps.json")
