@@ -124,7 +124,9 @@ def _groups(where: str, model: PlacementModel) -> None:
     if model.groups is None:
         return
     nodes = sorted(n for g in model.groups for n in g)
-    if nodes != list(range(model.n_nodes)) or not all(model.groups):
+    # the count first: a header's n_nodes may be huge (1e12 from a fuzzer), and range(n_nodes) is then built
+    # only where the groups already hold that many nodes
+    if len(nodes) != model.n_nodes or nodes != list(range(len(nodes))) or not all(model.groups):
         raise UserError(f"{where}: the groups hold nodes {_short(nodes)}; allowed: non-empty groups that hold "
                         f"each of the {model.n_nodes} nodes (0..{model.n_nodes - 1}) exactly once")
 

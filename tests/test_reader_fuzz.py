@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.cli_helpers import assert_one_line, call_main
@@ -269,6 +269,7 @@ def test_every_header_field_dropped(train_log, tmp_path_factory, path):
 
 @FUZZ
 @given(path=st.sampled_from(_HEADER_PATHS), value=st.one_of(st.just("DROP"), _ODD))
+@example(path="model.n_nodes", value=1_000_000_000_000)  # built range(n_nodes) to check the groups: MemoryError
 def test_fuzz_run_log_headers_through_evaluate(train_log, tmp_path_factory, path, value):
     _evaluate_with_header(train_log, tmp_path_factory.mktemp("fzhdr"), path, value)
 
