@@ -583,8 +583,11 @@ def step_estimate(job, cfg, rules: CostRules | None = None) -> dict:
         if recompute in ("selective", "op"):
             a_work -= a_layer
     per_param = zr.state_bytes_per_param(zero, d, by.param, by.grad, by.optimizer)
-    if rules.keeps_16bit_grads and rules.mixed_precision and by.grad == 4:
-        per_param += 2.0      # the 16-bit param.grad beside the fp32 accumulation, on every rank (not sharded)
+    if rules.keeps_16bit_grads and rules.mixed_precision and by.grad == 4 and zero <= 1:
+        # the 16-bit param.grad beside the fp32 accumulation, on every rank (not sharded); DeepSpeed takes its
+        # BF16 optimizer only without ZeRO or with stage 1 (engine._do_optimizer_sanity_check), its ZeRO-2/3
+        # optimizer otherwise
+        per_param += 2.0
     if zero == 3 and not rules.zero_stages and d > 1:
         per_param = by.states * (1.0 / d + rules.sdp_mem_bias)        # the paper's SDP (none at d = 1)
     if rules.embedding_and_head:

@@ -375,9 +375,10 @@ STACK_LIMITS = ("without_sequence_parallel", "without_selective_recompute", "wit
 #: ``PipelineEngine``: ``pipe_buffers['outputs']``; ``torch.distributed.pipelining``: ``fwd_cache``); off: the
 #: output's data is freed once sent (Megatron-LM's ``deallocate_pipeline_outputs``, since December 2021).
 #: ``keeps_16bit_grads``: where gradients accumulate in fp32, the 16-bit ``param.grad`` the backward writes
-#: stays allocated beside them, 2 more bytes per parameter, not sharded (DeepSpeed's ``BF16_Optimizer``, which
-#: zeroes it rather than freeing it); off: it is added into the fp32 buffer and freed, or never made (Megatron-LM's
-#: fused weight-gradient accumulation into ``main_grad``).
+#: stays allocated beside them, 2 more bytes per parameter, not sharded, under ZeRO 0 or 1 (DeepSpeed's
+#: ``BF16_Optimizer``, which zeroes it rather than freeing it; ZeRO-2/3 take DeepSpeed's ZeRO optimizer); off: it
+#: is added into the fp32 buffer and freed, or never made (Megatron-LM's fused weight-gradient accumulation into
+#: ``main_grad``).
 STACK_FIELDS = ("tp_comm_overlap", "flat_zero3_collectives", "queued_collectives", "exposed_param_gather",
                 "tp_backward_waits", "tp_overlap_own_shard", "stages_by_cost", "fp16_gradients",
                 "one_param_gather", "keeps_stage_outputs", "keeps_16bit_grads") + STACK_LIMITS

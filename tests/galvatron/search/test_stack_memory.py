@@ -78,6 +78,10 @@ def test_bf16_optimizer_holds_two_more_bytes_per_parameter_and_fp16_runs_are_unc
     params = on["stage_layers"][middle] * job.shape.layer_params() / cfg.tp     # a middle stage's layers
     assert on["stage_peak_bytes"][middle] - off["stage_peak_bytes"][middle] == pytest.approx(2 * params, rel=0.05)
     assert on["step_s"] == off["step_s"]
+    # ZeRO-2/3 take DeepSpeed's ZeRO optimizer, not the BF16 one: nothing more
+    z2 = replace(cfg, zero=2)
+    assert (step_estimate(job, z2, replace(run_rules(run), keeps_16bit_grads=True))["peak_bytes"]
+            == step_estimate(job, z2, replace(run_rules(run), keeps_16bit_grads=False))["peak_bytes"])
     fp16 = _run("bloom_tp_sweep.json", load_runs(str(pp.RUNS_DIR / "bloom_tp_sweep.json")).runs[0].name)
     assert fp16.precision == "fp16"
     assert _with(fp16, keeps_16bit_grads=True)[2]["peak_bytes"] == _with(fp16, keeps_16bit_grads=False)[2][
