@@ -257,9 +257,9 @@ class StepMemory(TorchDispatchMode):
         had up to ``settle_s`` to go: a communication thread may drop its last reference to a bucket a moment
         after ``wait()`` has returned (seen as a 41 KB "leak" of the hand-written SDP on a loaded CI machine),
         and reference cycles wait for the collector. A real leak stays and is counted."""
+        gc.collect()                                # cycles once; a thread's last reference goes by itself
         deadline = time.monotonic() + settle_s
         while True:
-            gc.collect()
             live = [e for e in list(self.info.values()) if e[0]() is not None]
             if all(e[3] == "model_states" for e in live) or time.monotonic() > deadline:
                 break

@@ -71,8 +71,7 @@ def ring_s(kind: str, nbytes: float, n: int, bw: float, alpha: float = 0.0) -> f
         return 0.0
     if kind == "send":
         return nbytes / bw + alpha
-    phases = 2 if kind == "all-reduce" else 1
-    return phases * ((n - 1) / n * nbytes / bw + (n - 1) * alpha)
+    return phases(kind) * ((n - 1) / n * nbytes / bw + (n - 1) * alpha)
 
 
 def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
@@ -90,10 +89,15 @@ def gather_kind(kind: str) -> bool:
     return kind in ("all-gather", "reduce-scatter")
 
 
+def phases(kind: str) -> int:
+    """Phases of a ring collective: two for an all-reduce (reduce-scatter, then all-gather), else one."""
+    return 2 if kind == "all-reduce" else 1
+
+
 def bus_bytes(kind: str, nbytes: float, n: int) -> float:
     """nccl-tests' bus bytes of a collective of ``nbytes`` per rank over ``n`` ranks: what each rank moves in a
-    ring, (n - 1) / n x ``nbytes`` per phase (two for an all-reduce); over a time, its bus bandwidth."""
-    return (2 if kind == "all-reduce" else 1) * (n - 1) / n * nbytes
+    ring, (n - 1) / n x ``nbytes`` per phase; over a time, its bus bandwidth."""
+    return phases(kind) * (n - 1) / n * nbytes
 
 
 def latency_from_points(kind: str, points: tuple, message_bytes: float, net: Network) -> tuple:
@@ -115,8 +119,8 @@ def latency_from_points(kind: str, points: tuple, message_bytes: float, net: Net
 
 
 def ring_steps(kind: str, n: int) -> int:
-    """Steps of NCCL's ring over ``n`` ranks: n - 1 per phase, two phases for an all-reduce."""
-    return (2 if kind == "all-reduce" else 1) * (n - 1)
+    """Steps of NCCL's ring over ``n`` ranks: n - 1 per phase."""
+    return phases(kind) * (n - 1)
 
 
 def group_s(kind: str, nbytes: float, size: int, stride: int, net: Network, hierarchical: bool = True) -> float:
